@@ -1,0 +1,41 @@
+# Two entry points that work on a fresh machine: `make run` and `make test`.
+# Each prepares what it needs first: Debian packages (tesseract-ocr for OCR) and a virtual environment.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
+
+.PHONY: run test dev status lint format system-deps setup clean
+
+run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
+	$(BIN)/atlas run
+
+test: setup ## Run the whole test suite.
+	$(BIN)/python -m pytest
+
+dev: setup ## Open the Dagster UI (127.0.0.1:3000) with the daemon, sensors live.
+	$(BIN)/atlas dev
+
+status: setup ## Print task completion from the instance.
+	$(BIN)/atlas status
+
+lint: setup
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@bash scripts/install_system_deps.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+clean:
+	rm -rf var

@@ -1,0 +1,219 @@
+"""The document catalog: which documents exist, under which partition key, from which source, with which bytes.
+
+The catalog is the one mapping from partition key to source path. ``scan`` compares a fresh listing of the
+knowledge base with it and says what is new, edited, removed or a duplicate; the sensor and ``atlas run`` both use it.
+Removed sources are flagged, never deleted: what was extracted from them stays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pydantic import BaseModel
+
+from atlas_pipeline.knowledge_base import KnowledgeBase, SourceFile, SourceMissingError
+from atlas_pipeline.partition_keys import make_key
+from atlas_pipeline.storage import Store
+
+CATALOG_PATH = "catalog/documents.json"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class CatalogEntry(BaseModel):
+    """One document: a partition key, its source, and the fingerprint of the bytes last seen there."""
+
+    key: str
+    source_path: str
+    sha256: str
+    size: int
+    marker: str
+    aliases: list[str] = []  # other source paths holding the very same bytes
+    removed: bool = False
+    first_seen: str
+    updated: str
+
+    @property
+    def fingerprint(self) -> str:
+        return self.sha256[:16]
+
+    @property
+    def run_key(self) -> str:
+        """Run key for this version of the document: the same bytes never run twice from the sensor."""
+        return f"{self.key}:{self.fingerprint}"
+
+
+class Catalog(BaseModel):
+    entries: dict[str, CatalogEntry] = {}
+
+    def by_path(self) -> dict[str, CatalogEntry]:
+        index = {}
+        for entry in self.entries.values():
+            index[entry.source_path] = entry
+            for alias in entry.aliases:
+                index[alias] = entry
+        return index
+
+    def by_sha(self) -> dict[str, CatalogEntry]:
+        return {entry.sha256: entry for entry in self.entries.values()}
+
+    def active(self) -> list[CatalogEntry]:
+        return [entry for entry in self.entries.values() if not entry.removed]
+
+
+@dataclass
+class ScanResult:
+    """What one scan changed. ``deferred`` files were not fingerprinted for lack of time and wait a scan."""
+
+    catalog: Catalog
+    new: list[str] = field(default_factory=list)
+    edited: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)  # (path, key it duplicates)
+    vanished: list[str] = field(default_factory=list)
+    deferred: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new or self.edited or self.removed or self.restored or self.duplicates)
+
+    def summary(self) -> str:
+        parts = [
+            f"{len(self.new)} new",
+            f"{len(self.edited)} edited",
+            f"{len(self.removed)} removed",
+            f"{len(self.duplicates)} duplicate",
+        ]
+        if self.restored:
+            parts.append(f"{len(self.restored)} restored")
+        if self.vanished:
+            parts.append(f"{len(self.vanished)} vanished while scanning")
+        if self.deferred:
+            parts.append(f"{self.deferred} deferred to the next scan")
+        return ", ".join(parts)
+
+
+def scan(
+    catalog: Catalog,
+    listing: Iterable[SourceFile],
+    read: Callable[[str], bytes],
+    budget_seconds: float = float("inf"),
+) -> ScanResult:
+    """Compare a listing with the catalog and return the updated catalog (the input is not modified).
+
+    Files whose size and change marker match the catalog are not read. New or changed files are read and hashed
+    until ``budget_seconds`` runs out; the rest are counted as deferred and picked up by the next scan.
+    """
+    updated = catalog.model_copy(deep=True)
+    result = ScanResult(catalog=updated)
+    entries = updated.entries
+    path_index = updated.by_path()
+    sha_index = updated.by_sha()
+    seen: set[str] = set()
+    deadline = time.monotonic() + budget_seconds
+    stamp = now_iso()
+
+    for source in listing:
+        seen.add(source.path)
+        known = path_index.get(source.path)
+        if known is not None and known.size == source.size and known.marker == source.marker:
+            if known.removed and known.source_path == source.path:
+                known.removed = False
+                known.updated = stamp
+                result.restored.append(known.key)
+            continue
+        if time.monotonic() > deadline:
+            result.deferred += 1
+            continue
+        try:
+            data = read(source.path)
+        except SourceMissingError:
+            result.vanished.append(source.path)
+            seen.discard(source.path)
+            continue
+        digest = sha256_of(data)
+
+        if known is not None and known.source_path == source.path:
+            if known.removed:
+                result.restored.append(known.key)
+            elif known.sha256 != digest:
+                result.edited.append(known.key)
+            if known.removed or known.sha256 != digest:
+                known.sha256 = digest
+                known.removed = False
+                known.updated = stamp
+            known.size, known.marker = len(data), source.marker
+            sha_index[digest] = known
+            continue
+        if known is not None:  # an alias whose bytes changed: it becomes a document of its own
+            known.aliases.remove(source.path)
+
+        twin = sha_index.get(digest)
+        if twin is not None and twin.removed:  # moved or renamed: the document keeps its key
+            twin.source_path, twin.removed, twin.updated = source.path, False, stamp
+            twin.size, twin.marker = len(data), source.marker
+            path_index[source.path] = twin
+            result.restored.append(twin.key)
+            continue
+        if twin is not None:
+            if source.path not in twin.aliases and source.path != twin.source_path:
+                twin.aliases.append(source.path)
+            result.duplicates.append((source.path, twin.key))
+            path_index[source.path] = twin
+            continue
+
+        key = make_key(source.path, entries)
+        entry = CatalogEntry(
+            key=key,
+            source_path=source.path,
+            sha256=digest,
+            size=len(data),
+            marker=source.marker,
+            first_seen=stamp,
+            updated=stamp,
+        )
+        entries[key] = entry
+        path_index[source.path] = entry
+        sha_index[digest] = entry
+        result.new.append(key)
+
+    for entry in entries.values():
+        entry.aliases = [alias for alias in entry.aliases if alias in seen]
+        if entry.removed or entry.source_path in seen:
+            continue
+        if entry.aliases:  # the first copy went away, another copy of the same bytes remains
+            entry.source_path = entry.aliases.pop(0)
+            entry.updated = stamp
+            continue
+        entry.removed = True
+        entry.updated = stamp
+        result.removed.append(entry.key)
+    return result
+
+
+def load_catalog(store: Store) -> Catalog:
+    return Catalog.model_validate(store.read_json_or(CATALOG_PATH, {"entries": {}}))
+
+
+def save_catalog(store: Store, catalog: Catalog) -> None:
+    store.write_json(CATALOG_PATH, catalog.model_dump(mode="json"))
+
+
+def refresh_catalog(knowledge_base: KnowledgeBase, store: Store, budget_seconds: float = float("inf")) -> ScanResult:
+    """Scan the knowledge base against the stored catalog and save it when anything changed."""
+    catalog = load_catalog(store)
+    result = scan(catalog, knowledge_base.list(), knowledge_base.read, budget_seconds)
+    if result.changed or result.catalog != catalog:
+        save_catalog(store, result.catalog)
+    return result

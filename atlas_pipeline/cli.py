@@ -1,0 +1,172 @@
+"""``atlas`` command line: run the whole pipeline, print task completion, open the UI, show settings."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from atlas_pipeline.settings import SettingsError, describe_settings, load_settings
+
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def _states(instance, atlas):
+    from atlas_pipeline.catalog import load_catalog
+    from atlas_pipeline.defs.document_states import collect_document_states
+
+    store = atlas.store()
+    return collect_document_states(instance, store, load_catalog(store))
+
+
+def _print_summary(states) -> None:
+    from atlas_pipeline.completion import summarise
+
+    for line in summarise(states).lines():
+        print(line)
+    problems = [s for s in states if s.status.value in ("failed", "skipped", "pending", "extracting")]
+    for state in problems:
+        print(f"  - {state.key}: {state.status.value}: {state.reason}")
+
+
+def command_run(args: argparse.Namespace) -> int:
+    """Scan the knowledge base, materialise every document, then task completion and the exports."""
+    import dagster as dg
+
+    from atlas_pipeline.catalog import refresh_catalog
+    from atlas_pipeline.definitions import build_definitions
+    from atlas_pipeline.defs.partitions import documents_partitions
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.instance import prepare_dagster_home
+    from atlas_pipeline.records import ExtractionRecord, read_record
+    from atlas_pipeline.status import TERMINAL
+
+    settings = load_settings()
+    home = prepare_dagster_home()
+    atlas = AtlasResource.from_settings(settings)
+    defs = build_definitions(settings)
+    store = atlas.store()
+    print(f"knowledge base: {settings.knowledge_base}")
+    print(f"dagster home:   {home}")
+    scan = refresh_catalog(atlas.open_knowledge_base(), store)
+    print(f"scan: {scan.summary()}")
+    with dg.DagsterInstance.get() as instance:
+        existing = set(instance.get_dynamic_partitions(documents_partitions.name))
+        new_keys = [key for key in scan.catalog.entries if key not in existing]
+        if new_keys:
+            instance.add_dynamic_partitions(documents_partitions.name, new_keys)
+        entries = scan.catalog.active()
+        if args.only:
+            entries = [entry for entry in entries if entry.key in set(args.only)]
+        document_job = defs.resolve_job_def("document_job")
+        started = time.perf_counter()
+        for number, entry in enumerate(entries, 1):
+            began = time.perf_counter()
+            result = document_job.execute_in_process(
+                partition_key=entry.key,
+                instance=instance,
+                raise_on_error=False,
+                run_config=QUIET_RUN_CONFIG,
+                tags={"atlas/launched_by": "atlas run"},
+            )
+            record = read_record(store, entry.key, "extraction", ExtractionRecord)
+            if result.success and record is not None:
+                outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
+            else:
+                outcome = "failed: run error (see `atlas status` and the Dagster UI)"
+            print(
+                f"[{number}/{len(entries)}] {entry.key}: {outcome} ({time.perf_counter() - began:.1f} s)",
+                flush=True,
+            )
+        defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
+        states = _states(instance, atlas)
+        print(f"\nprocessed {len(entries)} document(s) in {time.perf_counter() - started:.1f} s")
+        _print_summary(states)
+        print("exports:")
+        from atlas_pipeline.exports import EXPORT_STEM, FORMATS
+
+        exports = atlas.exports_store()
+        for fmt in FORMATS:
+            print(f"  {fmt:<8} {exports.url(f'{EXPORT_STEM}.{fmt}')}")
+        open_states = [s for s in states if s.status not in TERMINAL]
+    return 1 if open_states else 0
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """Task completion computed live from the instance (pending and running documents included)."""
+    import dagster as dg
+
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.instance import prepare_dagster_home
+
+    settings = load_settings()
+    prepare_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        states = _states(instance, AtlasResource.from_settings(settings))
+    _print_summary(states)
+    if args.documents:
+        for state in states:
+            print(f"{state.key:<50} {state.status.value:<11} {state.reason}")
+    return 0
+
+
+def command_dev(args: argparse.Namespace) -> int:
+    """Open the Dagster UI and daemon (sensors live) on 127.0.0.1."""
+    from atlas_pipeline.instance import prepare_dagster_home, project_file
+
+    load_settings()  # fail early with a clear message
+    prepare_dagster_home()
+    command = [
+        "dagster",
+        "dev",
+        "-w",
+        str(project_file("workspace.yaml")),
+        "-h",
+        args.host,
+        "-p",
+        str(args.port),
+    ]
+    print("starting:", " ".join(command), flush=True)
+    os.execvp(command[0], command)
+    return 0  # not reached
+
+
+def command_settings(args: argparse.Namespace) -> int:
+    """Every ATLAS_* variable with its current value."""
+    current = load_settings()
+    for variable, _default, description in describe_settings():
+        value = getattr(current, variable.removeprefix("ATLAS_").lower())
+        print(f"{variable:<34} {value!s:<40} {description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="atlas", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help=command_run.__doc__)
+    run.add_argument("--only", nargs="+", metavar="KEY", help="process only these partition keys")
+    run.set_defaults(handler=command_run)
+    status = commands.add_parser("status", help=command_status.__doc__)
+    status.add_argument("--documents", action="store_true", help="also list every document")
+    status.set_defaults(handler=command_status)
+    dev = commands.add_parser("dev", help=command_dev.__doc__)
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=3000)
+    dev.set_defaults(handler=command_dev)
+    settings = commands.add_parser("settings", help=command_settings.__doc__)
+    settings.set_defaults(handler=command_settings)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except SettingsError as error:
+        print(f"atlas: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

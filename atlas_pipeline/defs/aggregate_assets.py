@@ -1,0 +1,69 @@
+"""Aggregates over every known document: task completion and the exports. They keep themselves current."""
+
+import dagster as dg
+
+from atlas_pipeline.catalog import load_catalog
+from atlas_pipeline.completion import summarise
+from atlas_pipeline.defs.document_assets import document_extraction, document_snapshot
+from atlas_pipeline.defs.document_states import collect_document_states
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.exports import write_exports
+
+GROUP = "aggregates"
+COMPLETION_PATH = "aggregates/task_completion.json"
+
+# Eager automation never fires while any upstream partition is missing or failed; this one fires after any
+# document lands (or fails after its snapshot) once nothing upstream is still running.
+AGGREGATE_CONDITION = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("refresh after documents land")
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[document_snapshot, document_extraction],
+    automation_condition=AGGREGATE_CONDITION,
+    kinds={"python"},
+    description="Status counts over ALL known documents (pending and failed included), rates, average time.",
+)
+def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    store = atlas.store()
+    states = collect_document_states(context.instance, store, load_catalog(store))
+    completion = summarise(states)
+    store.write_json(COMPLETION_PATH, completion.model_dump(mode="json"))
+    for line in completion.lines():
+        context.log.info(line)
+    return dg.MaterializeResult(
+        metadata={
+            "total": completion.total,
+            **{f"count_{status}": count for status, count in completion.counts.items()},
+            "completion_rate": completion.completion_rate,
+            "failure_rate": completion.failure_rate,
+            "average_processing_seconds": completion.average_processing_seconds or 0.0,
+            "summary": dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in completion.lines())),
+        }
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[document_extraction, task_completion],
+    automation_condition=AGGREGATE_CONDITION,
+    kinds={"xlsx", "csv", "parquet"},
+    description="xlsx / csv / parquet / jsonl exports at stable paths, one row per document.",
+)
+def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    store = atlas.store()
+    states = collect_document_states(context.instance, store, load_catalog(store))
+    paths = write_exports(atlas.exports_store(), states, summarise(states))
+    return dg.MaterializeResult(
+        metadata={
+            "documents": len(states),
+            **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
+        }
+    )
+
+
+AGGREGATE_ASSETS = [task_completion, extraction_exports]

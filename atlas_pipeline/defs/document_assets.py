@@ -1,0 +1,167 @@
+"""Per-document assets: snapshot → text and tables (one parse) → extraction. Each is a thin wrapper."""
+
+from typing import TypeVar
+
+import dagster as dg
+
+from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.parsing import ParsedDocument
+from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
+from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
+
+GROUP = "documents"
+PREVIEW_CHARS = 1500
+T = TypeVar("T")
+
+
+def _require(value: T | None, what: str, key: str) -> T:
+    if value is None:
+        raise dg.Failure(description=f"{what} of document {key!r} is missing: materialise its upstream asset first")
+    return value
+
+
+def _problem_metadata(problem: Problem | None) -> dict:
+    if problem is None:
+        return {"status": "ok"}
+    return {"status": problem.status, "reason": f"{problem.stage}: {problem.reason}"}
+
+
+@dg.asset(
+    partitions_def=documents_partitions,
+    group_name=GROUP,
+    code_version="1",
+    kinds={"python"},
+    description="Immutable copy of the document's bytes (content-addressed) with sha256, size, media type, pages. "
+    "Nothing downstream reads the knowledge base again.",
+)
+def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    entry = atlas.catalog_entry(context.partition_key)
+    record = take_snapshot(atlas.open_knowledge_base(), atlas.store(), entry, max_bytes=atlas.max_bytes)
+    if record.problem:
+        context.log.warning(f"{record.key}: {record.problem.status}: {record.problem.reason}")
+    return dg.MaterializeResult(
+        metadata={
+            **_problem_metadata(record.problem),
+            "source_path": record.source_path,
+            "sha256": record.sha256,
+            "size_bytes": record.size,
+            "media_type": record.media_type or "unknown",
+            "pages": record.pages if record.pages is not None else -1,
+            "snapshot": dg.MetadataValue.path(record.snapshot_path) if record.snapshot_path else "none",
+        },
+        data_version=dg.DataVersion(record.sha256 or f"missing:{record.taken_at}"),
+    )
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "document_text",
+            deps=[document_snapshot],
+            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages), bs4 for HTML, JATS.",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+        dg.AssetSpec(
+            "document_tables",
+            deps=[document_snapshot],
+            description="Tables as HTML plus plain text, from the same parse as the text (cached by content hash).",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+    ],
+    pool="parse",
+)
+def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
+    """Parse each document once; the same parse yields both the text and the tables."""
+    key = context.partition_key
+    store = atlas.store()
+    snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
+    record, parsed = parse_snapshot(store, snapshot, atlas.parse_options())
+    if record.problem:
+        context.log.warning(f"{key}: {record.problem.status}: {record.problem.reason}")
+    common = {
+        **_problem_metadata(record.problem),
+        "cached": record.cached,
+        "parse_seconds": record.seconds,
+        "engine": record.engine or "none",
+        "parser_fingerprint": record.parser,
+    }
+    version = dg.DataVersion(f"{record.sha256}:{record.parser}")
+    yield dg.MaterializeResult(
+        asset_key="document_text",
+        metadata={
+            **common,
+            "pages": record.pages,
+            "characters": record.characters,
+            "ocr_pages": str(record.ocr_pages),
+            "warnings": len(record.warnings),
+            "text": dg.MetadataValue.path(record.text_path) if record.text_path else "none",
+            "preview": dg.MetadataValue.md(_preview_text(parsed, record)),
+        },
+        data_version=version,
+    )
+    yield dg.MaterializeResult(
+        asset_key="document_tables",
+        metadata={
+            **common,
+            "tables": record.tables,
+            "tables_file": dg.MetadataValue.path(record.tables_path) if record.tables_path else "none",
+            "captions": dg.MetadataValue.md(_captions(parsed)),
+        },
+        data_version=version,
+    )
+
+
+def _preview_text(parsed: ParsedDocument | None, record: ParseRecord) -> str:
+    if parsed is None:
+        return f"*(cached parse: {record.characters} characters; see the text file)*" if not record.problem else "—"
+    text = parsed.markdown[:PREVIEW_CHARS]
+    return text + ("\n\n*…truncated*" if len(parsed.markdown) > PREVIEW_CHARS else "")
+
+
+def _captions(parsed: ParsedDocument | None) -> str:
+    if parsed is None or not parsed.tables:
+        return "—"
+    return "\n".join(f"- p.{t.page or '-'} {t.rows}×{t.columns} {t.caption or '(no caption)'}" for t in parsed.tables)
+
+
+@dg.asset(
+    partitions_def=documents_partitions,
+    group_name=GROUP,
+    deps=["document_text", "document_tables"],
+    code_version="1",
+    pool="llm",
+    kinds={"python"},
+    description="Template-driven extraction record with the document's status and reason (skip mode: a stable "
+    "JSON wrapper pointing at the markdown and tables).",
+)
+def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    key = context.partition_key
+    store = atlas.store()
+    snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
+    parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
+    template, rule = atlas.load_template(), atlas.load_rule()
+    record = extract_document(store, snapshot, parse, template, rule)
+    context.log.info(f"{key}: {record.status.value}: {record.reason}")
+    return dg.MaterializeResult(
+        metadata={
+            "status": record.status.value,
+            "reason": record.reason,
+            "mode": record.mode,
+            "template": f"{record.template_code}@{record.template_version}",
+            "template_hash": record.template_hash,
+            "identifiers": dg.MetadataValue.json(record.identifiers),
+            "processing_seconds": record.processing_seconds,
+            "extraction": dg.MetadataValue.path(record.extraction_path) if record.extraction_path else "none",
+        },
+        data_version=dg.DataVersion(f"{record.sha256}:{record.template_hash}:{record.mode}"),
+    )
+
+
+DOCUMENT_ASSETS = [document_snapshot, document_parse, document_extraction]

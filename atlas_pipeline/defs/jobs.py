@@ -1,0 +1,20 @@
+"""Jobs: one run per document (what the sensor requests), and the aggregates."""
+
+import dagster as dg
+
+from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
+from atlas_pipeline.defs.document_assets import DOCUMENT_ASSETS
+from atlas_pipeline.defs.partitions import documents_partitions
+
+document_job = dg.define_asset_job(
+    "document_job",
+    selection=dg.AssetSelection.assets(*DOCUMENT_ASSETS),
+    partitions_def=documents_partitions,
+    description="Snapshot, parse and extract one document (one partition).",
+)
+
+aggregates_job = dg.define_asset_job(
+    "aggregates_job",
+    selection=dg.AssetSelection.assets(*AGGREGATE_ASSETS),
+    description="Recompute task completion and the exports.",
+)

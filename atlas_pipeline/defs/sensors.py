@@ -1,0 +1,70 @@
+"""Sensors: the knowledge-base scanner that adds partitions and requests runs, and the automation sensor."""
+
+import json
+
+import dagster as dg
+
+from atlas_pipeline.catalog import refresh_catalog
+from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
+from atlas_pipeline.defs.jobs import document_job
+from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.settings import AtlasSettings
+
+
+def decode_cursor(cursor: str | None) -> dict[str, str]:
+    """The sensor cursor: partition key → fingerprint of the version already requested."""
+    if not cursor:
+        return {}
+    try:
+        value = json.loads(cursor)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def build_knowledge_base_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="knowledge_base_sensor",
+        job=document_job,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.sensor_interval_seconds,
+        description="Scans the knowledge base: adds a partition per new document and requests a run per new or "
+        "edited version (run_key = key:fingerprint). Removed sources are flagged, never deleted.",
+    )
+    def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
+        store = atlas.store()
+        scan = refresh_catalog(atlas.open_knowledge_base(), store, settings.sensor_scan_budget_seconds)
+        requested = decode_cursor(context.cursor)
+        existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
+        to_add = [key for key in scan.catalog.entries if key not in existing]
+        waiting = [entry for entry in scan.catalog.active() if requested.get(entry.key) != entry.fingerprint]
+        batch = waiting[: settings.sensor_max_runs_per_tick]
+        run_requests = []
+        for entry in batch:
+            run_requests.append(
+                dg.RunRequest(run_key=entry.run_key, partition_key=entry.key, tags={"atlas/sha256": entry.sha256})
+            )
+            requested[entry.key] = entry.fingerprint
+        summary = f"scan: {scan.summary()}; {len(run_requests)} run(s) requested"
+        if len(waiting) > len(batch):
+            summary += f", {len(waiting) - len(batch)} waiting for the next tick"
+        context.log.info(summary)
+        return dg.SensorResult(
+            run_requests=run_requests,
+            dynamic_partitions_requests=[documents_partitions.build_add_request(to_add)] if to_add else [],
+            cursor=json.dumps(requested, separators=(",", ":"), sort_keys=True),
+            skip_reason=None if run_requests or to_add else summary,
+        )
+
+    return knowledge_base_sensor
+
+
+def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:
+    return dg.AutomationConditionSensorDefinition(
+        "aggregates_automation_sensor",
+        target=dg.AssetSelection.assets(*AGGREGATE_ASSETS),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.automation_interval_seconds,
+        description="Refreshes task_completion and the exports after documents land.",
+    )

@@ -1,0 +1,63 @@
+"""Extraction templates: modules of typed fields, loaded from seed data, with a content hash.
+
+Every extraction records the hash of the template it used, so a changed template makes old extractions stale
+instead of silently mixing two versions in one export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]
+
+
+class TemplateField(BaseModel):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    type: FieldType
+    description: str
+    required: bool = False
+    unit: str | None = None
+    enum: list[str] | None = None
+
+
+class TemplateModule(BaseModel):
+    name: str
+    description: str = ""
+    fields: list[TemplateField]
+
+
+class Template(BaseModel):
+    code: str
+    name: str
+    version: str
+    description: str = ""
+    modules: list[TemplateModule]
+
+    @property
+    def fields(self) -> list[TemplateField]:
+        return [field for module in self.modules for field in module.fields]
+
+    @property
+    def content_hash(self) -> str:
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+class TemplateError(ValueError):
+    """A template or rule file is missing or invalid."""
+
+
+def load_template(templates_dir: Path, code: str) -> Template:
+    path = templates_dir / f"{code}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in templates_dir.glob("*.json"))
+        raise TemplateError(f"template {code!r} not found in {templates_dir} (known: {', '.join(known) or 'none'})")
+    try:
+        return Template.model_validate_json(path.read_text("utf-8"))
+    except ValueError as error:
+        raise TemplateError(f"template {path} is invalid: {error}") from error

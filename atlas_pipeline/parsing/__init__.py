@@ -1,0 +1,71 @@
+"""Parse any supported document into markdown and tables: ``parse_document(data, filename)``.
+
+Usable without Dagster. Raises a ``DocumentError`` subclass (with ``status`` failed/skipped and a specific
+``reason``) for unreadable, locked or unsupported input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from atlas_pipeline.parsing.errors import (
+    DocumentError,
+    LockedDocumentError,
+    UnreadableDocumentError,
+    UnsupportedDocumentError,
+)
+from atlas_pipeline.parsing.html import parse_html
+from atlas_pipeline.parsing.jats import parse_jats
+from atlas_pipeline.parsing.media import HTML, JATS, MARKDOWN, PDF, TEXT, detect_media_type
+from atlas_pipeline.parsing.model import ParsedDocument, Table
+from atlas_pipeline.parsing.pdf import PYMUPDF4LLM_VERSION, parse_pdf
+from atlas_pipeline.parsing.plain import parse_plain
+
+__all__ = [
+    "DocumentError",
+    "LockedDocumentError",
+    "ParseOptions",
+    "ParsedDocument",
+    "Table",
+    "UnreadableDocumentError",
+    "UnsupportedDocumentError",
+    "detect_media_type",
+    "parse_document",
+    "parser_fingerprint",
+]
+
+# Bump when a change to parsing changes its output: cached parses with another fingerprint are redone.
+PARSER_REVISION = 1
+
+
+class ParseOptions(dict):
+    """Options that change parse output (and so belong in the cache key)."""
+
+    def __init__(self, engine: str = "layout", ocr: bool = True, ocr_language: str = "eng") -> None:
+        super().__init__(engine=engine, ocr=ocr, ocr_language=ocr_language)
+
+
+def parser_fingerprint(options: ParseOptions | None = None) -> str:
+    """A short hash of everything that determines parse output: our revision, engine versions, options."""
+    material = {
+        "revision": PARSER_REVISION,
+        "pymupdf4llm": PYMUPDF4LLM_VERSION,
+        **(options or ParseOptions()),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def parse_document(data: bytes, filename: str, options: ParseOptions | None = None) -> ParsedDocument:
+    """Parse ``data`` (named ``filename``) into markdown and tables, or raise a ``DocumentError``."""
+    options = options or ParseOptions()
+    media_type = detect_media_type(data, filename)
+    if media_type == PDF:
+        return parse_pdf(data, engine=options["engine"], ocr=options["ocr"], ocr_language=options["ocr_language"])
+    if media_type == HTML:
+        return parse_html(data)
+    if media_type == JATS:
+        return parse_jats(data)
+    if media_type in (MARKDOWN, TEXT):
+        return parse_plain(data, media_type)
+    raise UnsupportedDocumentError(f"unsupported media type {media_type}")

@@ -1,0 +1,34 @@
+"""What parsing produces: markdown text, tables as HTML plus plain text, and facts about how it was made."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Table(BaseModel):
+    """One table: faithful HTML for people and LLMs, plain text (one row a line) for quote search."""
+
+    index: int
+    page: int | None = None  # 1-based page of a PDF table
+    caption: str = ""
+    html: str
+    text: str
+    rows: int
+    columns: int
+
+
+class ParsedDocument(BaseModel):
+    """The parse of one document. ``markdown`` is the full text; tables also appear inside it where found."""
+
+    media_type: str
+    markdown: str
+    tables: list[Table] = Field(default_factory=list)
+    page_count: int = 0
+    ocr_pages: list[int] = Field(default_factory=list)  # 1-based pages whose text came from OCR
+    engine: str = ""  # e.g. "pymupdf4llm 1.28.2 (layout)"
+    warnings: list[str] = Field(default_factory=list)
+    title: str = ""
+
+    @property
+    def tables_text(self) -> str:
+        return "\n\n".join(table.text for table in self.tables)

@@ -1,0 +1,157 @@
+"""PDF → markdown and tables with pymupdf4llm, parsing every page exactly once.
+
+The layout engine (pymupdf-layout) classifies each page's boxes once; the markdown is rendered from that parse and
+the table boxes of the same parse give the tables, so there is no second table-detection pass. Image-only pages are
+OCR'd with tesseract when it is installed (pymupdf4llm decides per page).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+from importlib.metadata import version
+
+import pymupdf
+import pymupdf4llm  # noqa: F401  (activates pymupdf-layout before the helpers are used)
+from pymupdf4llm.helpers import document_layout
+
+from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumentError
+from atlas_pipeline.parsing.model import ParsedDocument, Table
+from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
+
+PYMUPDF4LLM_VERSION = version("pymupdf4llm")
+# MuPDF and pymupdf4llm chatter goes to Python logging (Dagster captures it) instead of the terminal.
+pymupdf.set_messages(pylogging=True, pylogging_name="pymupdf", pylogging_level=logging.DEBUG)
+_TABLE_CAPTION = re.compile(r"^\s*(\*\*)?\s*(table|tab\.)\s*[0-9ivxlc]+", re.IGNORECASE)
+
+
+def open_pdf(data: bytes) -> pymupdf.Document:
+    """Open PDF bytes or raise a ``DocumentError`` with the specific reason."""
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception as error:  # PyMuPDF raises plain RuntimeError/FileDataError for broken files
+        raise UnreadableDocumentError(f"not a readable PDF: {error}") from error
+    if doc.needs_pass:
+        doc.close()
+        raise LockedDocumentError("encrypted, needs a password")
+    if doc.page_count == 0:
+        doc.close()
+        raise UnreadableDocumentError("not a readable PDF: it has no pages")
+    return doc
+
+
+def count_pages(data: bytes) -> int | None:
+    """Page count without parsing, or None when the bytes are not an openable PDF."""
+    try:
+        with pymupdf.open(stream=data, filetype="pdf") as doc:
+            return None if doc.needs_pass else doc.page_count
+    except Exception:
+        return None
+
+
+def ocr_available() -> bool:
+    """True when tesseract's language data can be found, so image-only pages can be OCR'd."""
+    try:
+        return bool(pymupdf.get_tessdata())
+    except Exception:
+        return False
+
+
+def _box_text(box: document_layout.LayoutBox) -> str:
+    lines = box.textlines or []
+    return clean_cell(" ".join(span.get("text", "") for line in lines for span in line.get("spans", [])))
+
+
+def _caption_for(boxes: list[document_layout.LayoutBox], position: int) -> str:
+    """The 'Table N …' caption nearest to the table box at ``position`` (captions sit above, sometimes below)."""
+    for offset in (-1, -2, 1):
+        neighbour = position + offset
+        if 0 <= neighbour < len(boxes) and boxes[neighbour].boxclass in ("caption", "text"):
+            text = _box_text(boxes[neighbour])
+            if _TABLE_CAPTION.match(text):
+                return text
+    return ""
+
+
+def _tables_from_layout(parsed: document_layout.ParsedDocument, doc: pymupdf.Document) -> list[Table]:
+    tables: list[Table] = []
+    for page in parsed.pages:
+        for position, box in enumerate(page.boxes):
+            if box.boxclass != "table" or not box.table:
+                continue
+            caption = _caption_for(page.boxes, position)
+            rows = box.table.get("extract")
+            if not rows:  # the layout model saw a table but found no grid: keep its words as one column
+                clip = pymupdf.Rect(box.x0, box.y0, box.x1, box.y1)
+                words = doc[page.page_number - 1].get_text("text", clip=clip)
+                rows = [[line] for line in words.splitlines() if line.strip()]
+                if not rows:
+                    continue
+            tables.append(table_from_rows(rows, index=len(tables), page=page.page_number, caption=caption))
+    return tables
+
+
+def _collect_warnings() -> list[str]:
+    messages = pymupdf.TOOLS.mupdf_warnings()
+    return [line for line in messages.splitlines() if line.strip()][:20] if messages else []
+
+
+def parse_pdf(data: bytes, *, engine: str = "layout", ocr: bool = True, ocr_language: str = "eng") -> ParsedDocument:
+    """Parse PDF bytes. ``engine`` is ``layout`` (text + tables) or ``legacy`` (faster, text only)."""
+    pymupdf.TOOLS.mupdf_warnings()  # reset the warning buffer
+    doc = open_pdf(data)
+    warnings: list[str] = []
+    if (doc.permissions & pymupdf.PDF_PERM_COPY) == 0:
+        warnings.append("the PDF's permissions do not allow copying text; extracted for review only")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            if engine == "legacy":
+                from pymupdf4llm.helpers import pymupdf_rag
+
+                markdown = pymupdf_rag.to_markdown(doc, show_progress=False)
+                tables: list[Table] = []
+                ocr_pages: list[int] = []
+            else:
+                ocr_pages = []
+                engine_ocr = document_layout.select_ocr_function() if ocr else None
+
+                def recording_ocr(page: pymupdf.Page, **kwargs: object) -> None:
+                    ocr_pages.append(page.number + 1)
+                    engine_ocr(page, **kwargs)
+
+                parsed = document_layout.parse_document(
+                    doc,
+                    use_ocr=bool(engine_ocr),
+                    ocr_function=recording_ocr if engine_ocr else None,
+                    force_text=True,
+                    ocr_language=ocr_language,
+                    show_progress=False,
+                )
+                markdown = parsed.to_markdown(header=True, footer=True, show_progress=False)
+                tables = _tables_from_layout(parsed, doc)
+    except (RuntimeError, ValueError, IndexError, KeyError) as error:
+        raise UnreadableDocumentError(f"PDF could not be parsed: {error}") from error
+    finally:
+        page_count = doc.page_count
+        title = (doc.metadata or {}).get("title") or ""
+        doc.close()
+    warnings.extend(_collect_warnings())
+    if not markdown.strip() and not tables:
+        reason = "no extractable text: the pages have no text layer"
+        if not ocr:
+            reason += " and OCR is off (ATLAS_OCR=false)"
+        elif not ocr_available():
+            reason += " and no OCR engine is installed (install tesseract-ocr)"
+        raise UnreadableDocumentError(reason)
+    return ParsedDocument(
+        media_type="application/pdf",
+        markdown=markdown,
+        tables=tables,
+        page_count=page_count,
+        ocr_pages=ocr_pages,
+        engine=f"pymupdf4llm {PYMUPDF4LLM_VERSION} ({engine})",
+        warnings=warnings,
+        title=title,
+    )

@@ -1,0 +1,169 @@
+"""The three per-document steps as plain functions: snapshot, parse, extract. Assets are thin wrappers over them.
+
+Each step writes its artifacts and a record, and turns a problem with the document itself into a ``Problem`` on the
+record (so the document ends ``failed``/``skipped`` with a reason) instead of an exception. Exceptions are left for
+faults of the pipeline (storage down, bugs), which Dagster then reports and retries.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from atlas_pipeline.catalog import CatalogEntry, now_iso, sha256_of
+from atlas_pipeline.extraction.rules import Rule
+from atlas_pipeline.extraction.skip import skip_wrapper
+from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.identifiers import find_identifiers
+from atlas_pipeline.knowledge_base import KnowledgeBase, SourceMissingError
+from atlas_pipeline.parsing import (
+    DocumentError,
+    ParsedDocument,
+    ParseOptions,
+    parse_document,
+    parser_fingerprint,
+)
+from atlas_pipeline.parsing.media import PDF, detect_media_type
+from atlas_pipeline.parsing.pdf import count_pages
+from atlas_pipeline.records import (
+    ExtractionRecord,
+    ParseRecord,
+    Problem,
+    SnapshotRecord,
+    parse_cache_dir,
+    record_path,
+    snapshot_blob_path,
+    write_record,
+)
+from atlas_pipeline.status import DocumentStatus
+from atlas_pipeline.storage import Store
+
+
+def take_snapshot(
+    knowledge_base: KnowledgeBase, store: Store, entry: CatalogEntry, max_bytes: int | None = None
+) -> SnapshotRecord:
+    """Copy the source bytes into the store (content-addressed, immutable) and record what they are."""
+    started = time.perf_counter()
+    record = SnapshotRecord(
+        key=entry.key,
+        source_path=entry.source_path,
+        source_url=knowledge_base.url(entry.source_path),
+        taken_at=now_iso(),
+    )
+    try:
+        data = knowledge_base.read(entry.source_path)
+    except SourceMissingError as error:
+        record.problem = Problem(status="failed", reason=str(error), stage="snapshot")
+        write_record(store, entry.key, "snapshot", record)
+        return record
+    record.sha256, record.size = sha256_of(data), len(data)
+    blob = snapshot_blob_path(record.sha256)
+    if not store.exists(blob):
+        store.write_bytes(blob, data)
+    record.snapshot_path = store.url(blob)
+    try:
+        record.media_type = detect_media_type(data, entry.source_path)
+        if max_bytes is not None and len(data) > max_bytes:
+            limit = max_bytes / 1_000_000
+            raise_reason = f"too large: {len(data) / 1_000_000:.1f} MB (limit ATLAS_MAX_DOCUMENT_MB={limit:g})"
+            record.problem = Problem(status="skipped", reason=raise_reason, stage="snapshot")
+        elif record.media_type == PDF:
+            record.pages = count_pages(data)
+    except DocumentError as error:
+        record.problem = Problem(status=error.status, reason=error.reason, stage="snapshot")
+    record.seconds = round(time.perf_counter() - started, 4)
+    write_record(store, entry.key, "snapshot", record)
+    return record
+
+
+def parse_snapshot(
+    store: Store, snapshot: SnapshotRecord, options: ParseOptions
+) -> tuple[ParseRecord, ParsedDocument | None]:
+    """Markdown and tables of a snapshot, parsed once per (bytes, parser) and cached in the store."""
+    parser = parser_fingerprint(options)
+    record = ParseRecord(key=snapshot.key, sha256=snapshot.sha256, parser=parser, media_type=snapshot.media_type)
+    if snapshot.problem:
+        record.problem = snapshot.problem
+        write_record(store, snapshot.key, "parse", record)
+        return record, None
+    cache = parse_cache_dir(snapshot.sha256, parser)
+    cached = store.read_json_or(f"{cache}/parse.json", None)
+    if cached is not None:
+        cached_record = ParseRecord.model_validate(cached)
+        record = cached_record.model_copy(update={"key": snapshot.key, "cached": True})
+        write_record(store, snapshot.key, "parse", record)
+        return record, None
+
+    started = time.perf_counter()
+    data = store.read_bytes(snapshot_blob_path(snapshot.sha256))
+    try:
+        parsed = parse_document(data, snapshot.source_path, options)
+    except DocumentError as error:
+        record.problem = Problem(status=error.status, reason=error.reason, stage="parse")
+        record.seconds = round(time.perf_counter() - started, 4)
+        store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
+        write_record(store, snapshot.key, "parse", record)
+        return record, None
+    record.seconds = round(time.perf_counter() - started, 4)
+    record.text_path = store.write_text(f"{cache}/document.md", parsed.markdown)
+    tables = [table.model_dump(mode="json") for table in parsed.tables]
+    record.tables_path = store.write_bytes(f"{cache}/tables.json", json.dumps(tables, ensure_ascii=False).encode())
+    record.engine = parsed.engine
+    record.media_type = parsed.media_type
+    record.pages = parsed.page_count
+    record.characters = len(parsed.markdown)
+    record.tables = len(parsed.tables)
+    record.ocr_pages = parsed.ocr_pages
+    record.warnings = parsed.warnings
+    record.title = parsed.title
+    store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
+    write_record(store, snapshot.key, "parse", record)
+    return record, parsed
+
+
+def load_markdown(store: Store, record: ParseRecord) -> str:
+    return store.read_text(f"{parse_cache_dir(record.sha256, record.parser)}/document.md")
+
+
+def extract_document(
+    store: Store,
+    snapshot: SnapshotRecord,
+    parse: ParseRecord,
+    template: Template,
+    rule: Rule,
+) -> ExtractionRecord:
+    """Apply the rule to a parsed document. Skip mode writes the JSON wrapper; problems become statuses."""
+    started = time.perf_counter()
+    record = ExtractionRecord(
+        key=snapshot.key,
+        sha256=snapshot.sha256,
+        status=DocumentStatus.DONE,
+        reason="",
+        mode=rule.postprocess_mode,
+        rule=rule.name,
+        template_code=template.code,
+        template_version=template.version,
+        template_hash=template.content_hash,
+        text_path=parse.text_path,
+        tables_path=parse.tables_path,
+        extracted_at=now_iso(),
+    )
+    problem = parse.problem or snapshot.problem
+    if problem:
+        record.status, record.reason = DocumentStatus(problem.status), f"{problem.stage}: {problem.reason}"
+    elif rule.postprocess_mode == "skip":
+        record.identifiers = find_identifiers(load_markdown(store, parse))
+        wrapper = skip_wrapper(snapshot, parse, template, rule, record.identifiers)
+        record.extraction_path = store.write_json(f"documents/{snapshot.key}/extraction_output.json", wrapper)
+        record.fields = wrapper["fields"]
+        record.reason = "skip mode: text and tables ready for review, no LLM extraction configured"
+    else:
+        record.status = DocumentStatus.FAILED
+        record.reason = "extract: postprocess_mode 'llm' is not available in this version"
+    record.seconds = round(time.perf_counter() - started, 4)
+    record.processing_seconds = round(snapshot.seconds + parse.seconds + record.seconds, 4)
+    write_record(store, snapshot.key, "extraction", record)
+    return record
+
+
+__all__ = ["extract_document", "parse_snapshot", "record_path", "take_snapshot"]

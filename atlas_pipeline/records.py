@@ -1,0 +1,99 @@
+"""The small per-document records the assets write next to their artifacts, and where everything is stored.
+
+Snapshots are content-addressed and never overwritten; parses are cached by (bytes, parser fingerprint); the
+records under ``documents/<key>/`` describe the latest state of each partition and are what aggregates read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+from atlas_pipeline.status import DocumentStatus
+from atlas_pipeline.storage import Store
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+class Problem(BaseModel):
+    """Why a document cannot go further: the terminal status it gets, the reason, and the stage that found it."""
+
+    status: Literal["failed", "skipped"]
+    reason: str
+    stage: str
+
+
+class SnapshotRecord(BaseModel):
+    key: str
+    source_path: str
+    source_url: str
+    sha256: str = ""
+    size: int = 0
+    media_type: str | None = None
+    pages: int | None = None
+    snapshot_path: str = ""
+    taken_at: str
+    seconds: float = 0.0
+    problem: Problem | None = None
+
+
+class ParseRecord(BaseModel):
+    key: str
+    sha256: str
+    parser: str  # parser fingerprint (cache key part)
+    engine: str = ""
+    media_type: str | None = None
+    pages: int = 0
+    characters: int = 0
+    tables: int = 0
+    ocr_pages: list[int] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    title: str = ""
+    text_path: str = ""
+    tables_path: str = ""
+    seconds: float = 0.0  # time the parse took when it was made (also reported on cache hits)
+    cached: bool = False
+    problem: Problem | None = None
+
+
+class ExtractionRecord(BaseModel):
+    key: str
+    sha256: str
+    status: DocumentStatus
+    reason: str
+    completeness: float | None = None
+    mode: str
+    rule: str
+    template_code: str
+    template_version: str
+    template_hash: str
+    text_path: str = ""
+    tables_path: str = ""
+    extraction_path: str = ""
+    identifiers: dict[str, list[str]] = Field(default_factory=dict)
+    fields: dict[str, Any] = Field(default_factory=dict)
+    extracted_at: str
+    seconds: float = 0.0  # extraction step alone
+    processing_seconds: float = 0.0  # snapshot + parse + extraction
+
+
+def snapshot_blob_path(sha256: str) -> str:
+    return f"snapshots/{sha256[:2]}/{sha256}"
+
+
+def parse_cache_dir(sha256: str, parser: str) -> str:
+    return f"parsed/{parser}/{sha256[:2]}/{sha256}"
+
+
+def record_path(key: str, stage: str) -> str:
+    return f"documents/{key}/{stage}.json"
+
+
+def write_record(store: Store, key: str, stage: str, record: BaseModel) -> str:
+    return store.write_json(record_path(key, stage), record.model_dump(mode="json"))
+
+
+def read_record(store: Store, key: str, stage: str, model: type[RecordT]) -> RecordT | None:
+    data = store.read_json_or(record_path(key, stage), None)
+    return None if data is None else model.model_validate(data)

@@ -1,0 +1,108 @@
+"""Every knob of the pipeline, read once from ``ATLAS_*`` environment variables and validated at start-up.
+
+Relative local paths are resolved against the working directory, so ``atlas run`` from the repository root uses
+``seeds/knowledge_base`` and writes under ``var/``. URLs (``s3://…``) are kept as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "ATLAS_"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class SettingsError(ValueError):
+    """A setting is invalid; the message names the environment variable and what is wrong with it."""
+
+
+def _default_seeds_dir() -> str:
+    bundled = PROJECT_ROOT / "seeds"
+    return str(bundled if bundled.is_dir() else Path.cwd() / "seeds")
+
+
+def is_url(location: str) -> bool:
+    """True for fsspec URLs such as ``s3://bucket/prefix`` (a Windows drive letter is not a URL)."""
+    return "://" in location
+
+
+def resolve_location(location: str) -> str:
+    """An absolute path for local locations, the URL unchanged otherwise."""
+    if is_url(location) and not location.startswith("file://"):
+        return location.rstrip("/")
+    local = location.removeprefix("file://")
+    return str(Path(local).expanduser().resolve())
+
+
+class AtlasSettings(BaseSettings):
+    """Settings of one Atlas deployment. Field ``foo`` is read from ``ATLAS_FOO``."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    knowledge_base: str = Field("seeds/knowledge_base", description="Folder or s3:// prefix holding the documents.")
+    artifacts: str = Field("var/artifacts", description="Folder or s3:// prefix for snapshots, text, tables, records.")
+    exports: str = Field("var/exports", description="Folder or s3:// prefix for the xlsx/csv/parquet/jsonl exports.")
+    seeds_dir: str = Field(default_factory=_default_seeds_dir, description="Folder with templates/ and rules/.")
+    rule: str = Field("default", description="Name of the rule file in seeds/rules (without .json).")
+    sensor_interval_seconds: int = Field(30, ge=1, le=86_400, description="Seconds between knowledge-base scans.")
+    sensor_max_runs_per_tick: int = Field(200, ge=1, le=10_000, description="Run requests per sensor tick.")
+    sensor_scan_budget_seconds: float = Field(
+        20.0,
+        gt=0,
+        le=600,
+        description="Time one tick may spend fingerprinting new files; the rest waits a tick.",
+    )
+    automation_interval_seconds: int = Field(30, ge=1, le=86_400, description="Seconds between automation checks.")
+    ocr: bool = Field(True, description="OCR image-only PDF pages with tesseract when it is installed.")
+    ocr_language: str = Field("eng", min_length=1, description="Tesseract language(s), e.g. 'eng+fra'.")
+    pdf_engine: Literal["layout", "legacy"] = Field(
+        "layout",
+        description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (faster, no tables).",
+    )
+    max_document_mb: float = Field(200.0, gt=0, description="Larger documents are skipped with a reason.")
+
+    @field_validator("knowledge_base", "artifacts", "exports", "seeds_dir")
+    @classmethod
+    def _resolve(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return resolve_location(value.strip())
+
+    @property
+    def templates_dir(self) -> Path:
+        return Path(self.seeds_dir) / "templates"
+
+    @property
+    def rules_dir(self) -> Path:
+        return Path(self.seeds_dir) / "rules"
+
+
+def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
+    """Read and validate the settings; raise ``SettingsError`` naming the offending ``ATLAS_*`` variable."""
+    env = dict(os.environ if environ is None else environ)
+    values = {
+        name: env[ENV_PREFIX + name.upper()] for name in AtlasSettings.model_fields if ENV_PREFIX + name.upper() in env
+    }
+    try:
+        return AtlasSettings.model_validate(values)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            field = str(item["loc"][0]) if item["loc"] else "?"
+            given = values.get(field, item.get("input"))
+            problems.append(f"{ENV_PREFIX}{field.upper()}={given!r}: {item['msg']}")
+        raise SettingsError("invalid Atlas settings: " + "; ".join(problems)) from None
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(variable, default, description) for every setting, used by the README check and ``atlas settings``."""
+    rows = []
+    for name, field in AtlasSettings.model_fields.items():
+        default = "(project seeds/)" if name == "seeds_dir" else field.default
+        rows.append((ENV_PREFIX + name.upper(), str(default), field.description or ""))
+    return rows

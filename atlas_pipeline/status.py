@@ -1,0 +1,27 @@
+"""Document statuses: every known document is in exactly one, and every terminal one carries a reason."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DocumentStatus(StrEnum):
+    PENDING = "pending"  # known (partition exists), not processed yet
+    EXTRACTING = "extracting"  # a run is working on it
+    DONE = "done"
+    PARTIAL = "partial"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"  # permanent error, with its message
+    SKIPPED = "skipped"  # unsupported or locked, with the reason
+
+
+TERMINAL = frozenset(
+    {
+        DocumentStatus.DONE,
+        DocumentStatus.PARTIAL,
+        DocumentStatus.INCOMPLETE,
+        DocumentStatus.FAILED,
+        DocumentStatus.SKIPPED,
+    }
+)
+ORDER = list(DocumentStatus)

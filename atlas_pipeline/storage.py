@@ -1,0 +1,111 @@
+"""A small byte/JSON store over fsspec, so the same code writes to a local folder or an ``s3://`` prefix.
+
+Writes are whole-object: locally through a temporary file and an atomic rename (a reader never sees half a file),
+on object stores through a single PUT, which is atomic there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from atlas_pipeline.settings import is_url
+
+
+class StoreError(OSError):
+    """Reading or writing the store failed; the message names the location, never credentials."""
+
+
+def filesystem_for(location: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec filesystem and the root path inside it for a folder or URL."""
+    if not is_url(location):
+        return LocalFileSystem(), str(Path(location).resolve())
+    protocol = location.split("://", 1)[0]
+    options: dict[str, Any] = {}
+    if protocol == "s3":
+        endpoint = os.environ.get("ATLAS_S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            options["client_kwargs"] = {"endpoint_url": endpoint}
+        options["use_listings_cache"] = False
+    fs, root = fsspec.core.url_to_fs(location, **options)
+    return fs, root.rstrip("/")
+
+
+class Store:
+    """Objects addressed by relative POSIX paths below one root folder or prefix."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.fs, self.root = filesystem_for(location)
+        self._local = isinstance(self.fs, LocalFileSystem)
+
+    def path(self, relative: str) -> str:
+        """The absolute path (inside the filesystem) of a relative key; refuses keys that escape the root."""
+        normal = posixpath.normpath(relative)
+        if normal.startswith("../") or normal == ".." or posixpath.isabs(normal):
+            raise StoreError(f"refusing a path outside the store: {relative!r}")
+        return f"{self.root}/{normal}"
+
+    def url(self, relative: str) -> str:
+        """A location a person can open: a local path or a full URL."""
+        full = self.path(relative)
+        if self._local:
+            return full
+        return f"{self.location.split('://', 1)[0]}://{full}"
+
+    def exists(self, relative: str) -> bool:
+        return bool(self.fs.exists(self.path(relative)))
+
+    def read_bytes(self, relative: str) -> bytes:
+        try:
+            return self.fs.cat_file(self.path(relative))
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            raise StoreError(f"cannot read {self.url(relative)}: {error}") from error
+
+    def write_bytes(self, relative: str, data: bytes) -> str:
+        target = self.path(relative)
+        try:
+            if self._local:
+                folder = os.path.dirname(target)
+                os.makedirs(folder, exist_ok=True)
+                handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+                try:
+                    with os.fdopen(handle, "wb") as out:
+                        out.write(data)
+                    os.replace(temporary, target)
+                except BaseException:
+                    if os.path.exists(temporary):
+                        os.unlink(temporary)
+                    raise
+            else:
+                self.fs.pipe_file(target, data)
+        except OSError as error:
+            raise StoreError(f"cannot write {self.url(relative)}: {error}") from error
+        return self.url(relative)
+
+    def read_text(self, relative: str) -> str:
+        return self.read_bytes(relative).decode("utf-8")
+
+    def write_text(self, relative: str, text: str) -> str:
+        return self.write_bytes(relative, text.encode("utf-8"))
+
+    def read_json(self, relative: str) -> Any:
+        return json.loads(self.read_bytes(relative))
+
+    def write_json(self, relative: str, value: Any) -> str:
+        return self.write_bytes(relative, json.dumps(value, ensure_ascii=False, indent=1).encode("utf-8"))
+
+    def read_json_or(self, relative: str, default: Any) -> Any:
+        try:
+            return self.read_json(relative)
+        except FileNotFoundError:
+            return default
