@@ -5,6 +5,8 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 
 from __future__ import annotations
 
+import re
+
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
@@ -15,6 +17,7 @@ from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline.storage import Store
 
+_EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
 DOCUMENT_ASSET_KEYS = [
     dg.AssetKey("document_snapshot"),
     dg.AssetKey("document_text"),
@@ -24,17 +27,16 @@ DOCUMENT_ASSET_KEYS = [
 
 
 def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str) -> str:
-    """The error message of the run that last failed to materialise ``asset_key`` for this partition."""
-    records = instance.fetch_failed_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition]), limit=1
-    ).records
-    if not records:
-        return f"{asset_key.to_user_string()} failed (no failure record found)"
-    run_id = records[0].event_log_entry.run_id
+    """The error message of the run that last tried (and failed) to materialise ``asset_key`` for this partition."""
+    planned = instance.get_latest_planned_materialization_info(asset_key, partition)
+    if planned is None:
+        return f"{asset_key.to_user_string()} failed (no run found)"
+    run_id = planned.run_id
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
         data = entry.dagster_event.step_failure_data if entry.dagster_event else None
         if data and data.error:
-            return f"{asset_key.to_user_string()}: {data.error.message.strip().splitlines()[0]}"
+            lines = data.error.message.strip().splitlines() or ["error"]
+            return f"{asset_key.to_user_string()}: {_EXCEPTION_PREFIX.sub('', lines[0])}"
     run = instance.get_run_by_id(run_id)
     status = run.status.value.lower() if run else "unknown"
     return f"{asset_key.to_user_string()}: run {run_id[:8]} ended {status} before the step reported an error"
@@ -71,7 +73,5 @@ def collect_document_states(instance: dg.DagsterInstance, store: Store, catalog:
         elif per_asset[DOCUMENT_ASSET_KEYS[-1]] == AssetPartitionStatus.MATERIALIZED and state.extraction:
             state.status = DocumentStatus(state.extraction.status)
             state.reason = state.extraction.reason
-        if entry is None:
-            state.reason += " (not in the catalog: partition added by hand?)"
         states.append(state)
     return states

@@ -1,0 +1,72 @@
+"""Shared fixtures: the real test corpus, temporary knowledge bases, settings and Dagster instances."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.settings import PROJECT_ROOT, AtlasSettings, load_settings
+
+CORPUS = Path(os.environ.get("ATLAS_TEST_CORPUS", PROJECT_ROOT.parent / "shared" / "corpus"))
+SEED_KB = PROJECT_ROOT / "seeds" / "knowledge_base"
+
+
+def corpus_file(relative: str) -> Path:
+    path = CORPUS / relative
+    if not path.exists():
+        pytest.fail(f"test corpus file missing: {path} (set ATLAS_TEST_CORPUS to the shared corpus folder)")
+    return path
+
+
+def copy_into(folder: Path, *relatives: str, rename: dict[str, str] | None = None) -> list[Path]:
+    """Copy corpus files into ``folder`` (optionally under new names) and return the new paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for relative in relatives:
+        source = corpus_file(relative)
+        target = folder / (rename or {}).get(relative, source.name)
+        shutil.copyfile(source, target)
+        copied.append(target)
+    return copied
+
+
+@pytest.fixture
+def knowledge_base(tmp_path: Path) -> Path:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def settings_for(tmp_path: Path):
+    """Settings pointing at a given knowledge base, with artifacts and exports under ``tmp_path``."""
+
+    def make(kb: Path, **extra: str) -> AtlasSettings:
+        env = {
+            "ATLAS_KNOWLEDGE_BASE": str(kb),
+            "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
+            "ATLAS_EXPORTS": str(tmp_path / "exports"),
+        }
+        env.update({f"ATLAS_{name.upper()}": value for name, value in extra.items()})
+        return load_settings(env)
+
+    return make
+
+
+@pytest.fixture
+def atlas_for(settings_for):
+    def make(kb: Path, **extra: str) -> AtlasResource:
+        return AtlasResource.from_settings(settings_for(kb, **extra))
+
+    return make
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as value:
+        yield value

@@ -1,0 +1,87 @@
+"""End to end with the real dagster-daemon: drop a PDF into the knowledge base and see it processed and counted."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from atlas_pipeline.instance import project_file
+from atlas_pipeline_tests.conftest import corpus_file
+
+pytestmark = pytest.mark.daemon
+DEADLINE_SECONDS = 300
+
+
+def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None),
+        limit=1,
+    ).records
+    return records[0].asset_materialization.metadata if records else None
+
+
+def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "ATLAS_KNOWLEDGE_BASE": str(kb),
+        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
+        "ATLAS_EXPORTS": str(tmp_path / "exports"),
+        "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
+        "ATLAS_AUTOMATION_INTERVAL_SECONDS": "2",
+    }
+    log_path = tmp_path / "daemon.log"
+    daemon_bin = Path(sys.executable).with_name("dagster-daemon")
+    with log_path.open("wb") as log:
+        daemon = subprocess.Popen(
+            [str(daemon_bin), "run", "-w", str(project_file("workspace.yaml"))],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            start_new_session=True,
+        )
+    try:
+        time.sleep(5)  # the daemon sees an empty knowledge base first
+        shutil.copyfile(corpus_file("rct/PMC3508963.pdf"), kb / "lidocaine trial.pdf")
+        instance = dg.DagsterInstance.from_config(str(home))
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        extraction = completion = None
+        while time.monotonic() < deadline:
+            assert daemon.poll() is None, "dagster-daemon exited:\n" + log_path.read_text()[-3000:]
+            extraction = latest_metadata(instance, "document_extraction", "lidocaine-trial.pdf")
+            completion = latest_metadata(instance, "task_completion")
+            exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()
+            if extraction and completion and completion["count_done"].value == 1 and exported:
+                break
+            time.sleep(2)
+        else:
+            runs = [(r.job_name, r.status.value) for r in instance.get_runs(limit=20)]
+            pytest.fail(
+                f"not processed within {DEADLINE_SECONDS}s: extraction={extraction} completion={completion} "
+                f"runs={runs}\n--- daemon log ---\n{log_path.read_text()[-4000:]}"
+            )
+        assert instance.get_dynamic_partitions("documents") == ["lidocaine-trial.pdf"]
+        assert extraction["status"].value == "done"
+        assert completion["total"].value == 1 and completion["count_failed"].value == 0
+        sensor_runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "lidocaine-trial.pdf"}))
+        assert len(sensor_runs) == 1 and sensor_runs[0].tags.get("dagster/sensor_name") == "knowledge_base_sensor"
+        assert latest_metadata(instance, "extraction_exports")["documents"].value == 1
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()

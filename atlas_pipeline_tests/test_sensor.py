@@ -1,0 +1,116 @@
+"""The knowledge-base sensor evaluated against a real instance: new, unchanged, edited, removed, duplicates, bulk."""
+
+import json
+import os
+import time
+
+import dagster as dg
+
+from atlas_pipeline.catalog import load_catalog
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline_tests.conftest import copy_into
+
+
+class SensorHarness:
+    """Evaluates the sensor tick after tick like the daemon does: applies partition requests, keeps the cursor."""
+
+    def __init__(self, instance, settings, atlas):
+        self.instance = instance
+        self.atlas = atlas
+        self.defs = build_definitions(settings)
+        self.sensor = self.defs.resolve_sensor_def("knowledge_base_sensor")
+        self.cursor = None
+
+    def tick(self) -> dg.SensorResult:
+        context = dg.build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources={"atlas": self.atlas}, definitions=self.defs
+        )
+        result = self.sensor(context)
+        for request in result.dynamic_partitions_requests or []:
+            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        self.cursor = result.cursor
+        return result
+
+    @property
+    def partitions(self) -> set[str]:
+        return set(self.instance.get_dynamic_partitions(documents_partitions.name))
+
+
+def make_harness(instance, knowledge_base, settings_for, atlas_for, **extra):
+    return SensorHarness(instance, settings_for(knowledge_base, **extra), atlas_for(knowledge_base, **extra))
+
+
+def test_new_documents_get_partitions_and_one_run_each(instance, knowledge_base, settings_for, atlas_for):
+    copy_into(knowledge_base, "rct/PMC1216327.pdf", "html/plos_one_article.html")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    result = harness.tick()
+    assert harness.partitions == {"PMC1216327.pdf", "plos_one_article.html"}
+    entries = load_catalog(harness.atlas.store()).entries
+    assert {(r.partition_key, r.run_key) for r in result.run_requests} == {
+        (key, f"{key}:{entry.sha256[:16]}") for key, entry in entries.items()
+    }
+    assert all(r.job_name in (None, "document_job") for r in result.run_requests)
+
+
+def test_unchanged_documents_never_run_again_and_the_cursor_survives(instance, knowledge_base, settings_for, atlas_for):
+    copy_into(knowledge_base, "rct/PMC1216327.pdf")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    assert len(harness.tick().run_requests) == 1
+    assert harness.tick().run_requests == []
+    # a restarted daemon: a new harness (new sensor object) with the stored cursor
+    restarted = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    restarted.cursor = harness.cursor
+    result = restarted.tick()
+    assert result.run_requests == [] and "0 new" in result.skip_reason.skip_message
+    # without the cursor the sensor would ask again (the run key would then stop a second run)
+    forgetful = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    fingerprint = json.loads(harness.cursor)["PMC1216327.pdf"]
+    assert [r.run_key for r in forgetful.tick().run_requests] == [f"PMC1216327.pdf:{fingerprint}"]
+
+
+def test_edited_document_runs_again_under_a_new_run_key(instance, knowledge_base, settings_for, atlas_for):
+    (path,) = copy_into(knowledge_base, "rct/PMC1216327.pdf")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    (first,) = harness.tick().run_requests
+    path.write_bytes(path.read_bytes() + b"\n% corrected version\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    (second,) = harness.tick().run_requests
+    assert second.partition_key == first.partition_key == "PMC1216327.pdf"
+    assert second.run_key != first.run_key
+    assert harness.partitions == {"PMC1216327.pdf"}
+
+
+def test_removed_source_is_recorded_and_nothing_is_deleted(instance, knowledge_base, settings_for, atlas_for):
+    (path,) = copy_into(knowledge_base, "rct/PMC1216327.pdf")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    harness.tick()
+    path.unlink()
+    result = harness.tick()
+    assert result.run_requests == []
+    assert harness.partitions == {"PMC1216327.pdf"}  # the partition (and what it holds) stays
+    assert load_catalog(harness.atlas.store()).entries["PMC1216327.pdf"].removed is True
+
+
+def test_duplicate_bytes_are_one_partition(instance, knowledge_base, settings_for, atlas_for):
+    copy_into(knowledge_base, "rct/PMC1216327.pdf")
+    copy_into(knowledge_base / "again", "rct/PMC1216327.pdf", rename={"rct/PMC1216327.pdf": "juice trial.pdf"})
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    result = harness.tick()
+    assert harness.partitions == {"PMC1216327.pdf"} and len(result.run_requests) == 1
+
+
+def test_hundreds_of_files_are_batched_across_ticks(instance, knowledge_base, settings_for, atlas_for):
+    for number in range(450):
+        (knowledge_base / f"abstract {number:04}, v1.txt").write_text(f"Trial abstract number {number}.\n")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for, sensor_max_runs_per_tick="200")
+    started = time.perf_counter()
+    first = harness.tick()
+    elapsed = time.perf_counter() - started
+    assert len(harness.partitions) == 450  # every document is known at once...
+    assert len(first.run_requests) == 200  # ...and runs are requested in batches
+    assert elapsed < 30, f"a tick over 450 new files took {elapsed:.1f} s (sensor timeout is 60 s)"
+    assert len(harness.tick().run_requests) == 200
+    assert len(harness.tick().run_requests) == 50
+    assert harness.tick().run_requests == []
+    assert all("," not in key and " " not in key for key in harness.partitions)

@@ -1,0 +1,45 @@
+from pathlib import Path
+
+import pytest
+
+from atlas_pipeline.settings import PROJECT_ROOT, SettingsError, describe_settings, load_settings
+
+
+def test_defaults_resolve_to_absolute_local_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings({})
+    assert settings.knowledge_base == str(tmp_path / "seeds" / "knowledge_base")
+    assert settings.artifacts == str(tmp_path / "var" / "artifacts")
+    assert settings.exports == str(tmp_path / "var" / "exports")
+    assert settings.rule == "default"
+    assert settings.ocr is True
+    assert Path(settings.seeds_dir, "templates", "rct_base.json").is_file()
+
+
+def test_urls_are_kept_as_they_are():
+    settings = load_settings({"ATLAS_KNOWLEDGE_BASE": "s3://bucket/papers/"})
+    assert settings.knowledge_base == "s3://bucket/papers"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "complaint"),
+    [
+        ("ATLAS_SENSOR_INTERVAL_SECONDS", "soon", "valid integer"),
+        ("ATLAS_SENSOR_INTERVAL_SECONDS", "0", "greater than or equal to 1"),
+        ("ATLAS_OCR", "perhaps", "valid boolean"),
+        ("ATLAS_PDF_ENGINE", "docling", "'layout' or 'legacy'"),
+        ("ATLAS_KNOWLEDGE_BASE", "  ", "must not be empty"),
+    ],
+)
+def test_invalid_settings_name_the_variable(variable, value, complaint):
+    with pytest.raises(SettingsError) as raised:
+        load_settings({variable: value})
+    message = str(raised.value)
+    assert variable in message
+    assert complaint in message
+
+
+def test_readme_documents_every_setting():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    missing = [variable for variable, _, _ in describe_settings() if f"`{variable}`" not in readme]
+    assert not missing, f"settings missing from the README table: {missing}"

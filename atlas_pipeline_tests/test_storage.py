@@ -1,0 +1,21 @@
+import pytest
+
+from atlas_pipeline.storage import Store, StoreError
+
+
+def test_round_trip_and_atomic_replace(tmp_path):
+    store = Store(str(tmp_path / "store"))
+    location = store.write_json("a/b/record.json", {"x": 1})
+    assert location == str(tmp_path / "store" / "a" / "b" / "record.json")
+    store.write_json("a/b/record.json", {"x": 2})
+    assert store.read_json("a/b/record.json") == {"x": 2}
+    assert not [p for p in (tmp_path / "store" / "a" / "b").iterdir() if p.name.startswith(".tmp-")]
+    assert store.read_json_or("missing.json", "fallback") == "fallback"
+
+
+@pytest.mark.parametrize("escape", ["../outside.json", "a/../../outside.json", "/etc/passwd"])
+def test_paths_cannot_escape_the_store(tmp_path, escape):
+    store = Store(str(tmp_path / "store"))
+    with pytest.raises(StoreError, match="outside the store"):
+        store.write_text(escape, "x")
+    assert not (tmp_path / "outside.json").exists()
