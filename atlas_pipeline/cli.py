@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.settings import SettingsError, describe_settings, load_settings
 
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -47,7 +48,9 @@ def command_run(args: argparse.Namespace) -> int:
     atlas = AtlasResource.from_settings(settings)
     defs = build_definitions(settings)
     store = atlas.store()
+    template = atlas.load_template()  # a broken rule or template stops here, before any document runs
     print(f"knowledge base: {settings.knowledge_base}")
+    print(f"rule:           {atlas.rule} ({atlas.load_rule().postprocess_mode} mode, template {template.code})")
     print(f"dagster home:   {home}")
     scan = refresh_catalog(atlas.open_knowledge_base(), store)
     print(f"scan: {scan.summary()}")
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except SettingsError as error:
+    except (SettingsError, TemplateError, FileNotFoundError) as error:
         print(f"atlas: {error}", file=sys.stderr)
         return 2
 
