@@ -10,7 +10,7 @@ import time
 from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.settings import SettingsError, describe_settings, load_settings
 
-QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def _states(instance, atlas):
