@@ -1,0 +1,71 @@
+"""The knowledge base, artifacts and exports on S3, against a real S3-compatible server (moto) on 127.0.0.1."""
+
+import polars as pl
+import pytest
+
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.knowledge_base import KnowledgeBase
+from atlas_pipeline.records import ExtractionRecord, read_record
+from atlas_pipeline.settings import load_settings
+from atlas_pipeline.storage import filesystem_for
+from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.servers import moto_s3_server
+from atlas_pipeline_tests.test_sensor import SensorHarness
+
+
+@pytest.fixture
+def s3_endpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "atlas-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "atlas-test-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with moto_s3_server(tmp_path) as endpoint:
+        monkeypatch.setenv("ATLAS_S3_ENDPOINT_URL", endpoint)
+        yield endpoint
+
+
+def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, instance):
+    fs, _ = filesystem_for("s3://atlas-test")
+    fs.mkdir("atlas-test")
+    fs.pipe_file("atlas-test/papers/PMC3508963.pdf", corpus_file("rct/PMC3508963.pdf").read_bytes())
+    fs.pipe_file("atlas-test/papers/sub dir/broken.pdf", b"<html><body>not a pdf</body></html>")
+    fs.pipe_file("atlas-test/papers/.hidden", b"x")
+
+    env = {
+        "ATLAS_KNOWLEDGE_BASE": "s3://atlas-test/papers",
+        "ATLAS_ARTIFACTS": "s3://atlas-test/artifacts",
+        "ATLAS_EXPORTS": "s3://atlas-test/exports",
+    }
+    settings = load_settings(env)
+    atlas = AtlasResource.from_settings(settings)
+    assert [f.path for f in KnowledgeBase(settings.knowledge_base).list()] == ["PMC3508963.pdf", "sub dir/broken.pdf"]
+
+    harness = SensorHarness(instance, settings, atlas)
+    requests = harness.tick().run_requests
+    assert harness.partitions == {"PMC3508963.pdf", "broken.pdf"} and len(requests) == 2
+
+    defs = build_definitions(settings)
+    for request in requests:
+        result = defs.resolve_job_def("document_job").execute_in_process(
+            partition_key=request.partition_key, instance=instance
+        )
+        assert result.success
+    assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+
+    store = atlas.store()
+    done = read_record(store, "PMC3508963.pdf", "extraction", ExtractionRecord)
+    broken = read_record(store, "broken.pdf", "extraction", ExtractionRecord)
+    assert done.status == "done" and done.text_path.startswith("s3://atlas-test/artifacts/parsed/")
+    assert broken.status == "failed" and broken.reason == "snapshot: not a PDF (HTML content)"
+    assert fs.cat_file(done.text_path.removeprefix("s3://")).startswith(b"Soleimanpour et al. BMC Urology 2012")
+    with fs.open("atlas-test/exports/atlas_documents.parquet", "rb") as handle:
+        frame = pl.read_parquet(handle)
+    assert dict(zip(frame["document_key"], frame["status"], strict=True)) == {
+        "PMC3508963.pdf": "done",
+        "broken.pdf": "failed",
+    }
+    assert {path.rsplit("/", 1)[-1] for path in fs.ls("atlas-test/exports")} == {
+        f"atlas_documents.{fmt}" for fmt in ("xlsx", "csv", "parquet", "jsonl")
+    }
+    # a second scan of the bucket finds nothing new
+    assert harness.tick().run_requests == []
