@@ -14,11 +14,7 @@ QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def _states(instance, atlas):
-    from atlas_pipeline.catalog import load_catalog
-    from atlas_pipeline.defs.document_states import collect_document_states
-
-    store = atlas.store()
-    return collect_document_states(instance, store, load_catalog(store))
+    return atlas.document_states(instance)
 
 
 def _print_summary(states) -> None:
@@ -140,6 +136,8 @@ def command_settings(args: argparse.Namespace) -> int:
     current = load_settings()
     for variable, _default, description in describe_settings():
         value = getattr(current, variable.removeprefix("ATLAS_").lower())
+        if hasattr(value, "get_secret_value"):
+            value = "(set)" if value.get_secret_value() else "(empty)"
         print(f"{variable:<34} {value!s:<40} {description}")
     return 0
 

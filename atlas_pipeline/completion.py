@@ -21,6 +21,7 @@ class DocumentState:
     reason: str
     source_path: str | None = None
     source_removed: bool = False
+    stale: bool = False  # extracted with another template version: values withheld until re-extracted
     snapshot: SnapshotRecord | None = None
     parse: ParseRecord | None = None
     extraction: ExtractionRecord | None = None
@@ -38,6 +39,11 @@ class TaskCompletion(BaseModel):
     average_processing_seconds: float | None
     total_pages: int
     removed_sources: int
+    llm_calls: int = 0
+    llm_cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fields_needing_review: int = 0
     computed_at: str
 
     def lines(self) -> list[str]:
@@ -49,6 +55,11 @@ class TaskCompletion(BaseModel):
                 out.append(f"  {status.value:<11} {count}")
         if self.average_processing_seconds is not None:
             out.append(f"average processing time {self.average_processing_seconds:.1f} s per document")
+        if self.llm_calls or self.llm_cache_hits:
+            out.append(
+                f"LLM: {self.llm_calls} call(s), {self.llm_cache_hits} cache hit(s), "
+                f"{self.prompt_tokens + self.completion_tokens} tokens; {self.fields_needing_review} field(s) to review"
+            )
         if self.removed_sources:
             out.append(f"{self.removed_sources} source(s) removed from the knowledge base (results kept)")
         return out
@@ -63,6 +74,7 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
     total = len(states)
     times = [s.extraction.processing_seconds for s in states if s.extraction and s.extraction.processing_seconds]
     terminal = sum(counts[status.value] for status in TERMINAL)
+    records = [s.extraction for s in states if s.extraction is not None]
     return TaskCompletion(
         total=total,
         counts={status.value: counts.get(status.value, 0) for status in ORDER},
@@ -75,5 +87,10 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
         average_processing_seconds=round(sum(times) / len(times), 3) if times else None,
         total_pages=sum(s.parse.pages for s in states if s.parse),
         removed_sources=sum(1 for s in states if s.source_removed),
+        llm_calls=sum(r.llm_calls for r in records),
+        llm_cache_hits=sum(r.llm_cache_hits for r in records),
+        prompt_tokens=sum(r.prompt_tokens for r in records),
+        completion_tokens=sum(r.completion_tokens for r in records),
+        fields_needing_review=sum(r.unverified_fields for r in records),
         computed_at=now_iso(),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import polars as pl
 
@@ -10,6 +11,8 @@ from atlas_pipeline.completion import DocumentState, TaskCompletion
 from atlas_pipeline.storage import Store
 
 EXPORT_STEM = "atlas_documents"
+FIELDS_STEM = "atlas_fields"
+REVIEW_TIERS = ("unverified", "approximate")
 FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
 SCHEMA = {
@@ -72,6 +75,79 @@ def documents_frame(states: list[DocumentState]) -> pl.DataFrame:
     return pl.DataFrame([document_row(s) for s in states], schema=SCHEMA, orient="row")
 
 
+FIELD_SCHEMA = {
+    "document_key": pl.String,
+    "status": pl.String,
+    "module": pl.String,
+    "field": pl.String,
+    "value": pl.String,
+    "quote": pl.String,
+    "confidence": pl.Float64,
+    "tier": pl.String,
+    "needs_review": pl.Boolean,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "method": pl.String,
+    "note": pl.String,
+}
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def field_rows(states: list[DocumentState]) -> list[dict]:
+    """One row per extracted field (LLM mode), the ones that need review first."""
+    rows = []
+    for state in states:
+        record = state.extraction
+        if record is None or state.stale:
+            continue
+        for name, field in record.fields.items():
+            if not isinstance(field, dict):
+                continue  # skip mode: no values yet
+            rows.append(
+                {
+                    "document_key": state.key,
+                    "status": state.status.value,
+                    "module": field.get("module"),
+                    "field": name,
+                    "value": _text(field.get("value")),
+                    "quote": field.get("quote"),
+                    "confidence": field.get("confidence"),
+                    "tier": field.get("tier"),
+                    "needs_review": field.get("tier") in REVIEW_TIERS,
+                    "start": field.get("start"),
+                    "end": field.get("end"),
+                    "method": field.get("method"),
+                    "note": field.get("note") or None,
+                }
+            )
+    rows.sort(key=lambda row: not row["needs_review"])
+    return rows
+
+
+def fields_frame(states: list[DocumentState]) -> pl.DataFrame:
+    return pl.DataFrame(field_rows(states), schema=FIELD_SCHEMA, orient="row")
+
+
+def extractions_frame(fields: pl.DataFrame) -> pl.DataFrame:
+    """Wide: one row per document, a value column and a tier column per field (template order)."""
+    if fields.is_empty():
+        return pl.DataFrame(schema={"document_key": pl.String})
+    order = list(dict.fromkeys(fields["field"].to_list()))
+    values = fields.pivot(on="field", index="document_key", values="value", aggregate_function="first")
+    tiers = fields.pivot(on="field", index="document_key", values="tier", aggregate_function="first")
+    tiers = tiers.rename({name: f"{name}__tier" for name in order})
+    wide = values.join(tiers, on="document_key", how="left")
+    columns = ["document_key"] + [column for name in order for column in (name, f"{name}__tier")]
+    return wide.select(columns)
+
+
 def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
     rows = [{"figure": f"count_{status}", "value": float(count)} for status, count in completion.counts.items()]
     for name in (
@@ -89,15 +165,28 @@ def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"figure": pl.String, "value": pl.Float64}, orient="row")
 
 
-def _encode(frame: pl.DataFrame, completion: TaskCompletion, fmt: str) -> bytes:
-    buffer = io.BytesIO()
-    if fmt == "xlsx":
-        import xlsxwriter
+def _workbook(documents: pl.DataFrame, fields: pl.DataFrame, completion: TaskCompletion) -> bytes:
+    import xlsxwriter
 
-        with xlsxwriter.Workbook(buffer, {"in_memory": True}) as workbook:
-            frame.write_excel(workbook, worksheet="documents", autofilter=True, freeze_panes=(1, 1), autofit=True)
-            completion_frame(completion).write_excel(workbook, worksheet="task_completion", autofit=True)
-    elif fmt == "csv":
+    buffer = io.BytesIO()
+    review = {"type": "cell", "criteria": "==", "value": True, "format": {"bg_color": "#FFC7CE"}}
+    with xlsxwriter.Workbook(buffer, {"in_memory": True}) as workbook:
+        documents.write_excel(workbook, worksheet="documents", autofilter=True, freeze_panes=(1, 1), autofit=True)
+        extractions_frame(fields).write_excel(workbook, worksheet="extractions", freeze_panes=(1, 1), autofit=True)
+        fields.write_excel(
+            workbook,
+            worksheet="fields",
+            autofilter=True,
+            freeze_panes=(1, 0),
+            conditional_formats={"needs_review": review},
+        )
+        completion_frame(completion).write_excel(workbook, worksheet="task_completion", autofit=True)
+    return buffer.getvalue()
+
+
+def _encode(frame: pl.DataFrame, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    if fmt == "csv":
         frame.write_csv(buffer)
     elif fmt == "parquet":
         frame.write_parquet(buffer)
@@ -109,6 +198,14 @@ def _encode(frame: pl.DataFrame, completion: TaskCompletion, fmt: str) -> bytes:
 
 
 def write_exports(store: Store, states: list[DocumentState], completion: TaskCompletion) -> dict[str, str]:
-    """Write every format under stable names in ``store``; returns format → location."""
-    frame = documents_frame(states)
-    return {fmt: store.write_bytes(f"{EXPORT_STEM}.{fmt}", _encode(frame, completion, fmt)) for fmt in FORMATS}
+    """Write every export under stable names in ``store``; returns name → location.
+
+    ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field (value, quote,
+    confidence, tier, span), fields needing review first. The xlsx holds both plus a wide ``extractions`` sheet.
+    """
+    documents, fields = documents_frame(states), fields_frame(states)
+    written = {"xlsx": store.write_bytes(f"{EXPORT_STEM}.xlsx", _workbook(documents, fields, completion))}
+    for fmt in FORMATS[1:]:
+        written[fmt] = store.write_bytes(f"{EXPORT_STEM}.{fmt}", _encode(documents, fmt))
+        written[f"fields_{fmt}"] = store.write_bytes(f"{FIELDS_STEM}.{fmt}", _encode(fields, fmt))
+    return written

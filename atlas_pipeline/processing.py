@@ -11,6 +11,8 @@ import json
 import time
 
 from atlas_pipeline.catalog import CatalogEntry, now_iso, sha256_of
+from atlas_pipeline.extraction.extractor import extract_with_llm
+from atlas_pipeline.extraction.llm import LLMClient, LLMError
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
 from atlas_pipeline.extraction.templates import Template
@@ -20,6 +22,7 @@ from atlas_pipeline.parsing import (
     DocumentError,
     ParsedDocument,
     ParseOptions,
+    Table,
     parse_document,
     parser_fingerprint,
 )
@@ -31,7 +34,6 @@ from atlas_pipeline.records import (
     Problem,
     SnapshotRecord,
     parse_cache_dir,
-    record_path,
     snapshot_blob_path,
     write_record,
 )
@@ -65,8 +67,8 @@ def take_snapshot(
         record.media_type = detect_media_type(data, entry.source_path)
         if max_bytes is not None and len(data) > max_bytes:
             limit = max_bytes / 1_000_000
-            raise_reason = f"too large: {len(data) / 1_000_000:.1f} MB (limit ATLAS_MAX_DOCUMENT_MB={limit:g})"
-            record.problem = Problem(status="skipped", reason=raise_reason, stage="snapshot")
+            reason = f"too large: {len(data) / 1_000_000:.1f} MB (limit ATLAS_MAX_DOCUMENT_MB={limit:g})"
+            record.problem = Problem(status="skipped", reason=reason, stage="snapshot")
         elif record.media_type == PDF:
             record.pages = count_pages(data)
     except DocumentError as error:
@@ -125,21 +127,30 @@ def load_markdown(store: Store, record: ParseRecord) -> str:
     return store.read_text(f"{parse_cache_dir(record.sha256, record.parser)}/document.md")
 
 
+def load_tables(store: Store, record: ParseRecord) -> list[Table]:
+    data = store.read_json(f"{parse_cache_dir(record.sha256, record.parser)}/tables.json")
+    return [Table.model_validate(item) for item in data]
+
+
 def extract_document(
     store: Store,
     snapshot: SnapshotRecord,
     parse: ParseRecord,
     template: Template,
     rule: Rule,
+    *,
+    mode: str = "skip",
+    llm: LLMClient | None = None,
 ) -> ExtractionRecord:
-    """Apply the rule to a parsed document. Skip mode writes the JSON wrapper; problems become statuses."""
+    """Apply the rule to a parsed document: skip mode writes the JSON wrapper, llm mode extracts and grades every
+    field against the document. Document problems and LLM failures become statuses with reasons."""
     started = time.perf_counter()
     record = ExtractionRecord(
         key=snapshot.key,
         sha256=snapshot.sha256,
         status=DocumentStatus.DONE,
         reason="",
-        mode=rule.postprocess_mode,
+        mode=mode,
         rule=rule.name,
         template_code=template.code,
         template_version=template.version,
@@ -149,21 +160,60 @@ def extract_document(
         extracted_at=now_iso(),
     )
     problem = parse.problem or snapshot.problem
+    output_path = f"documents/{snapshot.key}/extraction_output.json"
     if problem:
         record.status, record.reason = DocumentStatus(problem.status), f"{problem.stage}: {problem.reason}"
-    elif rule.postprocess_mode == "skip":
+    elif mode == "skip":
         record.identifiers = find_identifiers(load_markdown(store, parse))
         wrapper = skip_wrapper(snapshot, parse, template, rule, record.identifiers)
-        record.extraction_path = store.write_json(f"documents/{snapshot.key}/extraction_output.json", wrapper)
+        record.extraction_path = store.write_json(output_path, wrapper)
         record.fields = wrapper["fields"]
         record.reason = "skip mode: text and tables ready for review, no LLM extraction configured"
+    elif llm is None:
+        record.status, record.reason = DocumentStatus.FAILED, "extract: llm mode but no LLM endpoint configured"
     else:
-        record.status = DocumentStatus.FAILED
-        record.reason = "extract: postprocess_mode 'llm' is not available in this version"
+        markdown = load_markdown(store, parse)
+        tables = load_tables(store, parse)
+        record.identifiers = find_identifiers(markdown)
+        record.llm_model = llm.config.model
+        try:
+            outcome = extract_with_llm(
+                llm, template, rule, markdown, [t.html for t in tables], "\n\n".join(t.text for t in tables)
+            )
+        except LLMError as error:
+            record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
+        else:
+            record.fields = {name: result.to_dict() for name, result in outcome.fields.items()}
+            record.status, record.completeness = outcome.status, outcome.completeness
+            record.strategy, record.chunks = outcome.strategy, outcome.chunks
+            record.llm_calls, record.llm_cache_hits = outcome.usage.calls, outcome.usage.cache_hits
+            record.prompt_tokens, record.completion_tokens = (
+                outcome.usage.prompt_tokens,
+                outcome.usage.completion_tokens,
+            )
+            record.unverified_fields = sum(
+                1 for r in outcome.fields.values() if r.tier in ("unverified", "approximate")
+            )
+            record.reason = (
+                f"completeness {outcome.completeness:.0%}; {record.unverified_fields} field(s) need review"
+                if record.unverified_fields
+                else f"completeness {outcome.completeness:.0%}; every value verified or not reported"
+            )
+            record.extraction_path = store.write_json(
+                output_path,
+                {
+                    "schema": "atlas.llm_extraction/1",
+                    "document": {"key": snapshot.key, "source_path": snapshot.source_path, "sha256": snapshot.sha256},
+                    "template": {"code": template.code, "version": template.version, "hash": template.content_hash},
+                    "model": llm.config.model,
+                    "strategy": outcome.strategy,
+                    "chunks": outcome.chunks,
+                    "status": record.status.value,
+                    "completeness": outcome.completeness,
+                    "fields": record.fields,
+                },
+            )
     record.seconds = round(time.perf_counter() - started, 4)
     record.processing_seconds = round(snapshot.seconds + parse.seconds + record.seconds, 4)
     write_record(store, snapshot.key, "extraction", record)
     return record
-
-
-__all__ = ["extract_document", "parse_snapshot", "record_path", "take_snapshot"]

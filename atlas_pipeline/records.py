@@ -73,6 +73,14 @@ class ExtractionRecord(BaseModel):
     extraction_path: str = ""
     identifiers: dict[str, list[str]] = Field(default_factory=dict)
     fields: dict[str, Any] = Field(default_factory=dict)
+    strategy: str = ""
+    chunks: int = 0
+    llm_model: str = ""
+    llm_calls: int = 0
+    llm_cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    unverified_fields: int = 0
     extracted_at: str
     seconds: float = 0.0  # extraction step alone
     processing_seconds: float = 0.0  # snapshot + parse + extraction

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "ATLAS_"
@@ -65,6 +65,23 @@ class AtlasSettings(BaseSettings):
         description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (faster, no tables).",
     )
     max_document_mb: float = Field(200.0, gt=0, description="Larger documents are skipped with a reason.")
+    postprocess_mode: Literal["auto", "skip", "llm"] = Field(
+        "auto", description="'auto': llm when ATLAS_LLM_BASE_URL is set, else the rule's mode; or force skip/llm."
+    )
+    llm_base_url: str = Field("", description="OpenAI-compatible endpoint, e.g. https://api.openai.com/v1.")
+    llm_model: str = Field("gpt-4o-mini", min_length=1, description="Model name sent to the endpoint.")
+    llm_api_key: SecretStr = Field(
+        SecretStr(""), description="API key (never logged or stored; local servers accept any value)."
+    )
+    llm_timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of one LLM request.")
+    llm_max_retries: int = Field(4, ge=0, le=20, description="Retries of transient LLM errors (429, 5xx, timeouts).")
+    llm_backoff_seconds: float = Field(
+        2.0, ge=0, le=300, description="First retry delay; doubles each retry, plus random jitter."
+    )
+    llm_structured_output: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="Ask for schema-constrained JSON, or plain JSON mode (json_schema falls back)."
+    )
+    llm_max_tokens: int = Field(4096, ge=64, le=200_000, description="Maximum tokens of one LLM answer.")
 
     @field_validator("knowledge_base", "artifacts", "exports", "seeds_dir")
     @classmethod
@@ -72,6 +89,12 @@ class AtlasSettings(BaseSettings):
         if not value.strip():
             raise ValueError("must not be empty")
         return resolve_location(value.strip())
+
+    def resolved_mode(self, rule_mode: str) -> str:
+        """The postprocess mode in force: forced by ATLAS_POSTPROCESS_MODE, else llm when an endpoint is set."""
+        if self.postprocess_mode != "auto":
+            return self.postprocess_mode
+        return "llm" if self.llm_base_url else rule_mode
 
     @property
     def templates_dir(self) -> Path:
@@ -94,7 +117,7 @@ def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
         problems = []
         for item in error.errors():
             field = str(item["loc"][0]) if item["loc"] else "?"
-            given = values.get(field, item.get("input"))
+            given = "***" if "api_key" in field else values.get(field, item.get("input"))
             problems.append(f"{ENV_PREFIX}{field.upper()}={given!r}: {item['msg']}")
         raise SettingsError("invalid Atlas settings: " + "; ".join(problems)) from None
 
@@ -104,5 +127,7 @@ def describe_settings() -> list[tuple[str, str, str]]:
     rows = []
     for name, field in AtlasSettings.model_fields.items():
         default = "(project seeds/)" if name == "seeds_dir" else field.default
+        if isinstance(default, SecretStr):
+            default = "(empty)"
         rows.append((ENV_PREFIX + name.upper(), str(default), field.description or ""))
     return rows

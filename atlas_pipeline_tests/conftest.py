@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ import dagster as dg
 import pytest
 
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.parsing import ParsedDocument, parse_document
 from atlas_pipeline.settings import PROJECT_ROOT, AtlasSettings, load_settings
 
 CORPUS = Path(os.environ.get("ATLAS_TEST_CORPUS", PROJECT_ROOT.parent / "shared" / "corpus"))
@@ -21,6 +23,13 @@ def corpus_file(relative: str) -> Path:
     if not path.exists():
         pytest.fail(f"test corpus file missing: {path} (set ATLAS_TEST_CORPUS to the shared corpus folder)")
     return path
+
+
+@functools.cache
+def parsed_corpus(relative: str) -> ParsedDocument:
+    """``parse_document`` of a corpus file with default options, parsed once per test session."""
+    path = corpus_file(relative)
+    return parse_document(path.read_bytes(), path.name)
 
 
 def copy_into(folder: Path, *relatives: str, rename: dict[str, str] | None = None) -> list[Path]:

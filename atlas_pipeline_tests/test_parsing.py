@@ -17,7 +17,7 @@ from atlas_pipeline.parsing import (
 )
 from atlas_pipeline.parsing.pdf import ocr_available
 from atlas_pipeline.parsing.plain import markdown_tables
-from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.conftest import corpus_file, parsed_corpus
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="tesseract-ocr is not installed (make setup installs it)")
 
@@ -34,7 +34,7 @@ def parse_corpus(relative: str, **options):
 
 @pytest.fixture(scope="module")
 def juice_trial():
-    return parse_corpus("rct/PMC1216327.pdf")
+    return parsed_corpus("rct/PMC1216327.pdf")
 
 
 def test_rct_pdf_text_holds_the_human_evidence_quotes(juice_trial):

@@ -65,7 +65,8 @@ def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, ins
         "broken.pdf": "failed",
     }
     assert {path.rsplit("/", 1)[-1] for path in fs.ls("atlas-test/exports")} == {
-        f"atlas_documents.{fmt}" for fmt in ("xlsx", "csv", "parquet", "jsonl")
+        "atlas_documents.xlsx",
+        *(f"atlas_{kind}.{fmt}" for kind in ("documents", "fields") for fmt in ("csv", "parquet", "jsonl")),
     }
     # a second scan of the bucket finds nothing new
     assert harness.tick().run_requests == []

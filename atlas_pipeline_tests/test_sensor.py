@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import time
 
 import dagster as dg
@@ -9,6 +10,7 @@ import dagster as dg
 from atlas_pipeline.catalog import load_catalog
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.settings import PROJECT_ROOT
 from atlas_pipeline_tests.conftest import copy_into
 
 
@@ -47,7 +49,7 @@ def test_new_documents_get_partitions_and_one_run_each(instance, knowledge_base,
     result = harness.tick()
     assert harness.partitions == {"PMC1216327.pdf", "plos_one_article.html"}
     entries = load_catalog(harness.atlas.store()).entries
-    assert {(r.partition_key, r.run_key) for r in result.run_requests} == {
+    assert {(r.partition_key, r.run_key.rsplit(":", 1)[0]) for r in result.run_requests} == {
         (key, f"{key}:{entry.sha256[:16]}") for key, entry in entries.items()
     }
     assert all(r.job_name in (None, "document_job") for r in result.run_requests)
@@ -67,6 +69,25 @@ def test_unchanged_documents_never_run_again_and_the_cursor_survives(instance, k
     forgetful = make_harness(instance, knowledge_base, settings_for, atlas_for)
     fingerprint = json.loads(harness.cursor)["PMC1216327.pdf"]
     assert [r.run_key for r in forgetful.tick().run_requests] == [f"PMC1216327.pdf:{fingerprint}"]
+
+
+def test_a_changed_template_requests_every_document_again(instance, knowledge_base, settings_for, atlas_for, tmp_path):
+    copy_into(knowledge_base, "rct/PMC1216327.pdf")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    (first,) = harness.tick().run_requests
+    assert harness.tick().run_requests == []
+    # the project adds a custom field: new template hash, new extraction version
+    seeds = tmp_path / "seeds"
+    shutil.copytree(PROJECT_ROOT / "seeds" / "templates", seeds / "templates")
+    (seeds / "rules").mkdir()
+    rule = json.loads((PROJECT_ROOT / "seeds" / "rules" / "default.json").read_text())
+    rule["custom_fields"] = [{"name": "blinding_method", "type": "string", "instruction": "How was blinding done?"}]
+    (seeds / "rules" / "default.json").write_text(json.dumps(rule))
+    changed = make_harness(instance, knowledge_base, settings_for, atlas_for, seeds_dir=str(seeds))
+    changed.cursor = harness.cursor
+    (second,) = changed.tick().run_requests
+    assert second.partition_key == first.partition_key and second.run_key != first.run_key
+    assert second.run_key.rsplit(":", 1)[0] == first.run_key.rsplit(":", 1)[0]  # same bytes
 
 
 def test_edited_document_runs_again_under_a_new_run_key(instance, knowledge_base, settings_for, atlas_for):

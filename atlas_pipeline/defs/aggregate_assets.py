@@ -2,10 +2,7 @@
 
 import dagster as dg
 
-from atlas_pipeline.catalog import load_catalog
 from atlas_pipeline.completion import summarise
-from atlas_pipeline.defs.document_assets import document_extraction, document_snapshot
-from atlas_pipeline.defs.document_states import collect_document_states
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.exports import write_exports
 
@@ -23,14 +20,14 @@ AGGREGATE_CONDITION = (
 
 @dg.asset(
     group_name=GROUP,
-    deps=[document_snapshot, document_extraction],
+    deps=["document_snapshot", "document_extraction"],
     automation_condition=AGGREGATE_CONDITION,
     kinds={"python"},
     description="Status counts over ALL known documents (pending and failed included), rates, average time.",
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     store = atlas.store()
-    states = collect_document_states(context.instance, store, load_catalog(store))
+    states = atlas.document_states(context.instance)
     completion = summarise(states)
     store.write_json(COMPLETION_PATH, completion.model_dump(mode="json"))
     for line in completion.lines():
@@ -49,14 +46,13 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
 
 @dg.asset(
     group_name=GROUP,
-    deps=[document_extraction, task_completion],
+    deps=["document_extraction", task_completion],
     automation_condition=AGGREGATE_CONDITION,
     kinds={"xlsx", "csv", "parquet"},
     description="xlsx / csv / parquet / jsonl exports at stable paths, one row per document.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    store = atlas.store()
-    states = collect_document_states(context.instance, store, load_catalog(store))
+    states = atlas.document_states(context.instance)
     paths = write_exports(atlas.exports_store(), states, summarise(states))
     return dg.MaterializeResult(
         metadata={

@@ -5,7 +5,7 @@ from typing import TypeVar
 import dagster as dg
 
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
 from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
@@ -13,6 +13,8 @@ from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_re
 GROUP = "documents"
 PREVIEW_CHARS = 1500
 T = TypeVar("T")
+REVIEW = ("unverified", "approximate")
+DOCUMENT_ASSET_NAMES = ["document_snapshot", "document_text", "document_tables", "document_extraction"]
 
 
 def _require(value: T | None, what: str, key: str) -> T:
@@ -131,37 +133,75 @@ def _captions(parsed: ParsedDocument | None) -> str:
     return "\n".join(f"- p.{t.page or '-'} {t.rows}×{t.columns} {t.caption or '(no caption)'}" for t in parsed.tables)
 
 
-@dg.asset(
-    partitions_def=documents_partitions,
-    group_name=GROUP,
-    deps=["document_text", "document_tables"],
-    code_version="1",
-    pool="llm",
-    kinds={"python"},
-    description="Template-driven extraction record with the document's status and reason (skip mode: a stable "
-    "JSON wrapper pointing at the markdown and tables).",
-)
-def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    key = context.partition_key
-    store = atlas.store()
-    snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
-    parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
-    template, rule = atlas.load_template(), atlas.load_rule()
-    record = extract_document(store, snapshot, parse, template, rule)
-    context.log.info(f"{key}: {record.status.value}: {record.reason}")
-    return dg.MaterializeResult(
-        metadata={
-            "status": record.status.value,
-            "reason": record.reason,
-            "mode": record.mode,
-            "template": f"{record.template_code}@{record.template_version}",
-            "template_hash": record.template_hash,
-            "identifiers": dg.MetadataValue.json(record.identifiers),
-            "processing_seconds": record.processing_seconds,
-            "extraction": dg.MetadataValue.path(record.extraction_path) if record.extraction_path else "none",
-        },
-        data_version=dg.DataVersion(f"{record.sha256}:{record.template_hash}:{record.mode}"),
+def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
+    """The extraction asset; ``code_version`` carries the template hash, mode and model, so changing any of them
+    marks existing extractions stale in Dagster instead of silently mixing versions."""
+
+    @dg.asset(
+        name="document_extraction",
+        partitions_def=documents_partitions,
+        group_name=GROUP,
+        deps=["document_text", "document_tables"],
+        code_version=code_version,
+        pool="llm",
+        kinds={"python"},
+        check_specs=[
+            dg.AssetCheckSpec(
+                "quote_grounding",
+                asset="document_extraction",
+                description="Every extracted value has a quote found verbatim (or nearly) in the document.",
+            )
+        ],
+        description="Template-driven extraction: each value with its verbatim quote, confidence, tier and span, "
+        "and the document's status with a reason (skip mode: a stable JSON wrapper pointing at text and tables).",
     )
+    def document_extraction(
+        context: dg.AssetExecutionContext, atlas: AtlasResource, llm: LLMResource
+    ) -> dg.MaterializeResult:
+        key = context.partition_key
+        store = atlas.store()
+        snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
+        parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
+        template, rule = atlas.load_template(), atlas.load_rule()
+        mode = atlas.mode(rule, llm.configured)
+        client = llm.client(cache=store) if mode == "llm" and llm.configured else None
+        record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client)
+        context.log.info(f"{key}: {record.status.value}: {record.reason}")
+        needs_review = [
+            name for name, field in record.fields.items() if isinstance(field, dict) and field.get("tier") in REVIEW
+        ]
+        check = dg.AssetCheckResult(
+            check_name="quote_grounding",
+            passed=not needs_review,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "mode": mode,
+                "fields_needing_review": len(needs_review),
+                "fields": ", ".join(needs_review) or "none",
+            },
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "status": record.status.value,
+                "reason": record.reason,
+                "mode": record.mode,
+                "completeness": record.completeness if record.completeness is not None else -1.0,
+                "template": f"{record.template_code}@{record.template_version}",
+                "template_hash": record.template_hash,
+                "identifiers": dg.MetadataValue.json(record.identifiers),
+                "llm_calls": record.llm_calls,
+                "llm_cache_hits": record.llm_cache_hits,
+                "prompt_tokens": record.prompt_tokens,
+                "completion_tokens": record.completion_tokens,
+                "processing_seconds": record.processing_seconds,
+                "extraction": dg.MetadataValue.path(record.extraction_path) if record.extraction_path else "none",
+            },
+            check_results=[check],
+            data_version=dg.DataVersion(f"{record.sha256}:{record.template_hash}:{record.mode}"),
+        )
+
+    return document_extraction
 
 
-DOCUMENT_ASSETS = [document_snapshot, document_parse, document_extraction]
+def build_document_assets(extraction_code_version: str) -> list[dg.AssetsDefinition]:
+    return [document_snapshot, document_parse, build_document_extraction(extraction_code_version)]

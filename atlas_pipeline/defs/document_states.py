@@ -42,8 +42,13 @@ def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partiti
     return f"{asset_key.to_user_string()}: run {run_id[:8]} ended {status} before the step reported an error"
 
 
-def collect_document_states(instance: dg.DagsterInstance, store: Store, catalog: Catalog) -> list[DocumentState]:
-    """One state per known document partition (plus catalogued documents not yet registered as partitions)."""
+def collect_document_states(
+    instance: dg.DagsterInstance, store: Store, catalog: Catalog, template_hash: str | None = None
+) -> list[DocumentState]:
+    """One state per known document partition (plus catalogued documents not yet registered as partitions).
+
+    An extraction made with another template than ``template_hash`` is stale: the document counts as pending
+    and its old values stay out of the exports, so two template versions are never mixed."""
     keys = list(instance.get_dynamic_partitions(documents_partitions.name))
     known = set(keys)
     keys += [key for key in catalog.entries if key not in known]
@@ -73,5 +78,10 @@ def collect_document_states(instance: dg.DagsterInstance, store: Store, catalog:
         elif per_asset[DOCUMENT_ASSET_KEYS[-1]] == AssetPartitionStatus.MATERIALIZED and state.extraction:
             state.status = DocumentStatus(state.extraction.status)
             state.reason = state.extraction.reason
+            old = state.extraction.template_hash
+            document_problem = state.extraction.reason.startswith(("snapshot:", "parse:"))
+            if template_hash and old != template_hash and not document_problem:
+                state.status, state.stale = DocumentStatus.PENDING, True
+                state.reason = f"stale: extracted with template {old}, the template is now {template_hash}"
         states.append(state)
     return states

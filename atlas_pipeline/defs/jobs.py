@@ -3,12 +3,12 @@
 import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
-from atlas_pipeline.defs.document_assets import DOCUMENT_ASSETS
+from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
 
 document_job = dg.define_asset_job(
     "document_job",
-    selection=dg.AssetSelection.assets(*DOCUMENT_ASSETS),
+    selection=dg.AssetSelection.assets(*DOCUMENT_ASSET_NAMES),
     partitions_def=documents_partitions,
     description="Snapshot, parse and extract one document (one partition).",
 )

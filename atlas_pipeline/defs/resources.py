@@ -5,8 +5,10 @@ from pathlib import Path
 import dagster as dg
 
 from atlas_pipeline.catalog import CatalogEntry, load_catalog
+from atlas_pipeline.completion import DocumentState
+from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.rules import Rule, load_rule
-from atlas_pipeline.extraction.templates import Template, load_template
+from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
 from atlas_pipeline.knowledge_base import KnowledgeBase
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.settings import AtlasSettings
@@ -25,6 +27,7 @@ class AtlasResource(dg.ConfigurableResource):
     ocr_language: str = "eng"
     pdf_engine: str = "layout"
     max_document_mb: float = 200.0
+    postprocess_mode: str = "auto"
 
     @classmethod
     def from_settings(cls, settings: AtlasSettings) -> "AtlasResource":
@@ -38,6 +41,7 @@ class AtlasResource(dg.ConfigurableResource):
             ocr_language=settings.ocr_language,
             pdf_engine=settings.pdf_engine,
             max_document_mb=settings.max_document_mb,
+            postprocess_mode=settings.postprocess_mode,
         )
 
     def store(self) -> Store:
@@ -53,10 +57,25 @@ class AtlasResource(dg.ConfigurableResource):
         return load_rule(Path(self.seeds_dir) / "rules", self.rule)
 
     def load_template(self) -> Template:
-        return load_template(Path(self.seeds_dir) / "templates", self.load_rule().template)
+        """The rule's template with the rule's custom fields added."""
+        rule = self.load_rule()
+        return assemble_template(load_template(Path(self.seeds_dir) / "templates", rule.template), rule.custom_fields)
+
+    def mode(self, rule: Rule, llm_configured: bool) -> str:
+        """skip or llm: forced by ATLAS_POSTPROCESS_MODE, else llm when an endpoint is configured, else the rule's."""
+        if self.postprocess_mode != "auto":
+            return self.postprocess_mode
+        return "llm" if llm_configured else rule.postprocess_mode
 
     def parse_options(self) -> ParseOptions:
         return ParseOptions(engine=self.pdf_engine, ocr=self.ocr, ocr_language=self.ocr_language)
+
+    def document_states(self, instance: dg.DagsterInstance) -> list[DocumentState]:
+        """Where every known document stands now (see ``collect_document_states``)."""
+        from atlas_pipeline.defs.document_states import collect_document_states
+
+        store = self.store()
+        return collect_document_states(instance, store, load_catalog(store), self.load_template().content_hash)
 
     @property
     def max_bytes(self) -> int:
@@ -70,3 +89,47 @@ class AtlasResource(dg.ConfigurableResource):
                 f"of {self.knowledge_base} (add the file there and let the sensor or `atlas run` pick it up)"
             )
         return entry
+
+
+class LLMResource(dg.ConfigurableResource):
+    """An OpenAI-compatible endpoint. The key is an ``EnvVar``: resolved at run time, never shown or stored."""
+
+    base_url: str = ""
+    model: str = "gpt-4o-mini"
+    api_key: str = ""
+    timeout_seconds: float = 120.0
+    max_retries: int = 4
+    backoff_seconds: float = 2.0
+    structured_output: str = "json_schema"
+    max_tokens: int = 4096
+
+    @classmethod
+    def from_settings(cls, settings: AtlasSettings) -> "LLMResource":
+        has_key = bool(settings.llm_api_key.get_secret_value())
+        return cls(
+            base_url=settings.llm_base_url,
+            model=settings.llm_model,
+            api_key=dg.EnvVar("ATLAS_LLM_API_KEY") if has_key else "",
+            timeout_seconds=settings.llm_timeout_seconds,
+            max_retries=settings.llm_max_retries,
+            backoff_seconds=settings.llm_backoff_seconds,
+            structured_output=settings.llm_structured_output,
+            max_tokens=settings.llm_max_tokens,
+        )
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+    def client(self, cache: Store | None) -> LLMClient:
+        config = LLMConfig(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            timeout_seconds=self.timeout_seconds,
+            max_retries=self.max_retries,
+            backoff_seconds=self.backoff_seconds,
+            structured_output=self.structured_output,
+            max_tokens=self.max_tokens,
+        )
+        return LLMClient(config, cache=cache)

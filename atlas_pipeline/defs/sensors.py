@@ -1,5 +1,6 @@
 """Sensors: the knowledge-base scanner that adds partitions and requests runs, and the automation sensor."""
 
+import hashlib
 import json
 
 import dagster as dg
@@ -13,7 +14,7 @@ from atlas_pipeline.settings import AtlasSettings
 
 
 def decode_cursor(cursor: str | None) -> dict[str, str]:
-    """The sensor cursor: partition key → fingerprint of the version already requested."""
+    """The sensor cursor: partition key → ``fingerprint:extraction tag`` of the version already requested."""
     if not cursor:
         return {}
     try:
@@ -23,14 +24,18 @@ def decode_cursor(cursor: str | None) -> dict[str, str]:
     return value if isinstance(value, dict) else {}
 
 
-def build_knowledge_base_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str = "") -> dg.SensorDefinition:
+    """``extraction_version`` (template hash, mode, model) is part of every run key: when it changes, every
+    document is requested again (parses are cached, so only the extraction is redone)."""
+    tag = hashlib.sha256(extraction_version.encode()).hexdigest()[:8]
+
     @dg.sensor(
         name="knowledge_base_sensor",
         job=document_job,
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=settings.sensor_interval_seconds,
         description="Scans the knowledge base: adds a partition per new document and requests a run per new or "
-        "edited version (run_key = key:fingerprint). Removed sources are flagged, never deleted.",
+        "edited version (run_key = key:fingerprint:extraction version). Removed sources are flagged, never deleted.",
     )
     def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         store = atlas.store()
@@ -38,14 +43,16 @@ def build_knowledge_base_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         requested = decode_cursor(context.cursor)
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
         to_add = [key for key in scan.catalog.entries if key not in existing]
-        waiting = [entry for entry in scan.catalog.active() if requested.get(entry.key) != entry.fingerprint]
+        waiting = [entry for entry in scan.catalog.active() if requested.get(entry.key) != f"{entry.fingerprint}:{tag}"]
         batch = waiting[: settings.sensor_max_runs_per_tick]
         run_requests = []
         for entry in batch:
             run_requests.append(
-                dg.RunRequest(run_key=entry.run_key, partition_key=entry.key, tags={"atlas/sha256": entry.sha256})
+                dg.RunRequest(
+                    run_key=f"{entry.run_key}:{tag}", partition_key=entry.key, tags={"atlas/sha256": entry.sha256}
+                )
             )
-            requested[entry.key] = entry.fingerprint
+            requested[entry.key] = f"{entry.fingerprint}:{tag}"
         summary = f"scan: {scan.summary()}; {len(run_requests)} run(s) requested"
         if len(waiting) > len(batch):
             summary += f", {len(waiting) - len(batch)} waiting for the next tick"

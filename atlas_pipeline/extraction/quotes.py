@@ -35,6 +35,7 @@ MAX_EDIT_SHARE = 0.05
 MIN_SEGMENT = 12  # normalised characters: shorter parts match by chance
 MAX_SEGMENTS = 3
 MAX_GAP = 4000  # normalised characters between two parts of a segmented quote
+MIN_GAP = 8  # a shorter gap is a slip inside the quote, left to the fuzzy match
 
 _DASHES = dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-")
 _DECIMAL_DOTS = dict.fromkeys("\u00b7\u2219\u22c5\u2027", ".")
@@ -163,7 +164,7 @@ def _segmented(quote: NormalizedText, scope: str) -> list[tuple[int, int]] | Non
             return None
         parts.append((position, position + length))
         done += length
-        cursor, stop = position + length, min(len(scope), position + length + MAX_GAP)
+        cursor, stop = position + length + MIN_GAP, min(len(scope), position + length + MAX_GAP)
     return parts
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from atlas_pipeline.extraction.templates import TemplateError
+from atlas_pipeline.extraction.templates import CustomField, TemplateError
 
 
 class Rule(BaseModel):
@@ -19,7 +19,7 @@ class Rule(BaseModel):
     chunk_size_chars: int = Field(60_000, gt=1000)
     chunk_overlap_chars: int = Field(2_000, ge=0)
     max_chunks: int = Field(8, ge=1)
-    custom_fields: list[dict] = Field(default_factory=list)
+    custom_fields: list[CustomField] = Field(default_factory=list)
     custom_instructions: str = ""
 
 

@@ -48,6 +48,31 @@ class Template(BaseModel):
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
+class CustomField(BaseModel):
+    """A project's own field: name, type and an instruction for the extractor."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    type: FieldType = "string"
+    instruction: str
+    enum: list[str] | None = None
+
+
+def assemble_template(template: Template, custom_fields: list[CustomField]) -> Template:
+    """The template a project extracts with: the base modules plus a ``custom`` module of its own fields."""
+    if not custom_fields:
+        return template
+    taken = {field.name for field in template.fields}
+    clashes = sorted(field.name for field in custom_fields if field.name in taken)
+    if clashes:
+        raise TemplateError(f"custom fields clash with template fields: {', '.join(clashes)}")
+    module = TemplateModule(
+        name="custom",
+        description="Project-specific fields",
+        fields=[TemplateField(name=f.name, type=f.type, description=f.instruction, enum=f.enum) for f in custom_fields],
+    )
+    return template.model_copy(update={"modules": [*template.modules, module]})
+
+
 class TemplateError(ValueError):
     """A template or rule file is missing or invalid."""
 

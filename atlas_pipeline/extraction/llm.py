@@ -1,0 +1,253 @@
+"""Calling an OpenAI-compatible chat-completions endpoint: retries, JSON repair, structured output, a response cache.
+
+- Transient errors (429, 5xx, timeouts, dropped connections) are retried with exponential backoff and jitter.
+- Permanent errors (401, 403, 404, other 4xx) fail at once with a clear message — no retry.
+- ``json_schema`` structured output falls back to ``json_object`` when the server rejects it.
+- A reply that is not valid JSON (or does not fit the schema) gets exactly one repair request.
+- Replies are cached by hash of (model, messages, schema): asking the same again costs no call.
+The API key is only handed to the ``openai`` client; it is never logged, cached or put in an error message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from pydantic import BaseModel, ValidationError
+
+from atlas_pipeline.storage import Store
+
+LOG = logging.getLogger("atlas.llm")
+# json_schema (OpenAI, vLLM, Ollama) → json_object + schema (llama.cpp) → plain json_object
+FORMAT_FALLBACK = {"json_schema": "json_object_schema", "json_object_schema": "json_object"}
+CACHE_PREFIX = "llm_cache"
+
+
+class LLMError(Exception):
+    """The LLM step failed for good; ``reason`` is safe to show (no secrets)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LLMPermanentError(LLMError):
+    """The endpoint refused the request (bad key, unknown model, bad request): retrying would not help."""
+
+
+class LLMTransientError(LLMError):
+    """The endpoint kept failing with retryable errors until the retries ran out."""
+
+
+class LLMResponseError(LLMError):
+    """The reply was not valid JSON for the schema, even after one repair request."""
+
+
+@dataclass
+class LLMConfig:
+    base_url: str
+    model: str
+    api_key: str = field(repr=False, default="")
+    timeout_seconds: float = 120.0
+    max_retries: int = 4
+    backoff_seconds: float = 2.0
+    structured_output: str = "json_schema"
+    max_tokens: int = 4096
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+
+    def add(self, other: Usage) -> None:
+        for name in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "retries"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class LLMAnswer:
+    data: dict[str, Any]
+    usage: Usage
+    cached: bool
+
+
+def bounded(schema: dict, quote_chars: int = 600, text_chars: int = 300) -> dict:
+    """The schema with length limits on strings, for grammar-constrained servers: a small model that rambles
+    inside a quote then stops at the limit instead of running out of tokens mid-string."""
+    limited = json.loads(json.dumps(schema))
+    for item in limited.get("properties", {}).values():
+        for name, limit in (("quote", quote_chars), ("value", text_chars)):
+            for option in item.get("properties", {}).get(name, {}).get("anyOf", []):
+                if option.get("type") == "string" and "enum" not in option:
+                    option["maxLength"] = limit
+    return limited
+
+
+def cache_key(model: str, messages: list[dict[str, str]], schema: dict) -> str:
+    material = json.dumps({"model": model, "messages": messages, "schema": schema}, sort_keys=True)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _retry_after(error: openai.APIStatusError) -> float | None:
+    try:
+        value = error.response.headers.get("retry-after")
+        return min(float(value), 60.0) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+class LLMClient:
+    """One endpoint and model. ``complete`` returns validated JSON or raises an ``LLMError``."""
+
+    def __init__(self, config: LLMConfig, cache: Store | None = None, sleep: Callable[[float], None] = time.sleep):
+        if not config.base_url:
+            raise LLMPermanentError("no LLM endpoint configured (set ATLAS_LLM_BASE_URL)")
+        self.config = config
+        self.cache = cache
+        self.sleep = sleep
+        self._client = openai.OpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key or "not-needed",
+            timeout=config.timeout_seconds,
+            max_retries=0,  # retries are ours: backoff with jitter, and counted
+        )
+        self._format = config.structured_output
+
+    # -- one HTTP call with retries ---------------------------------------------------------------------------
+    def _call(self, messages: list[dict[str, str]], schema: dict, usage: Usage) -> str:
+        attempt = 0
+        while True:
+            try:
+                response = self._client.chat.completions.create(
+                    model=self.config.model,
+                    messages=messages,
+                    temperature=0,
+                    max_tokens=self.config.max_tokens,
+                    response_format=self._response_format(schema),
+                )
+            except openai.APIStatusError as error:
+                if self._rejects_format(error):
+                    fallback = FORMAT_FALLBACK[self._format]
+                    LOG.warning("endpoint rejected %s output; falling back to %s", self._format, fallback)
+                    self._format = fallback
+                    continue
+                if error.status_code == 429 or error.status_code >= 500:
+                    attempt = self._wait_or_give_up(attempt, error, usage)
+                    continue
+                raise self._permanent(error) from None
+            except (openai.APITimeoutError, openai.APIConnectionError) as error:
+                attempt = self._wait_or_give_up(attempt, error, usage)
+                continue
+            usage.calls += 1
+            if response.usage is not None:
+                usage.prompt_tokens += response.usage.prompt_tokens or 0
+                usage.completion_tokens += response.usage.completion_tokens or 0
+            if not response.choices:
+                raise LLMResponseError("LLM reply had no choices")
+            return response.choices[0].message.content or ""
+
+    def _permanent(self, error: openai.APIStatusError) -> LLMPermanentError:
+        status = error.status_code
+        if status in (401, 403):
+            return LLMPermanentError(f"LLM endpoint refused the credentials (HTTP {status}): check ATLAS_LLM_API_KEY")
+        if status == 404:
+            return LLMPermanentError(
+                f"LLM endpoint or model not found (HTTP 404): model {self.config.model!r} at {self.config.base_url}"
+            )
+        return LLMPermanentError(f"LLM request rejected (HTTP {status}): {error.message}")
+
+    def _rejects_format(self, error: openai.APIStatusError) -> bool:
+        """The server refused our response_format (llama.cpp answers 500, OpenAI 400): time to fall back."""
+        text = (str(error.message) + str(error.body)).lower()
+        return self._format in FORMAT_FALLBACK and "response_format" in text and error.status_code in (400, 422, 500)
+
+    def _wait_or_give_up(self, attempt: int, error: Exception, usage: Usage) -> int:
+        what = self._describe(error)
+        if attempt >= self.config.max_retries:
+            raise LLMTransientError(f"LLM endpoint kept failing: {what} (gave up after {attempt + 1} attempts)")
+        delay = self._delay(attempt, error)
+        LOG.warning("LLM %s; retry %d/%d in %.2fs", what, attempt + 1, self.config.max_retries, delay)
+        usage.retries += 1
+        self.sleep(delay)
+        return attempt + 1
+
+    def _response_format(self, schema: dict) -> dict:
+        if self._format == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "extraction", "schema": schema, "strict": True}}
+        if self._format == "json_object_schema":  # llama.cpp: JSON mode constrained by a schema (as a grammar)
+            return {"type": "json_object", "schema": bounded(schema)}
+        return {"type": "json_object"}
+
+    def _delay(self, attempt: int, error: Exception) -> float:
+        base = self.config.backoff_seconds * (2**attempt)
+        if isinstance(error, openai.APIStatusError):
+            base = max(base, _retry_after(error) or 0.0)
+        return base + random.uniform(0, self.config.backoff_seconds)
+
+    @staticmethod
+    def _describe(error: Exception) -> str:
+        if isinstance(error, openai.APITimeoutError):
+            return "request timed out"
+        if isinstance(error, openai.APIConnectionError):
+            return "connection failed"
+        if isinstance(error, openai.APIStatusError):
+            return f"HTTP {error.status_code}"
+        return type(error).__name__
+
+    # -- JSON with one repair -----------------------------------------------------------------------------------
+    def complete(self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel]) -> LLMAnswer:
+        key = cache_key(self.config.model, messages, schema)
+        if self.cache is not None:
+            cached = self.cache.read_json_or(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", None)
+            if cached is not None:
+                return LLMAnswer(data=cached["data"], usage=Usage(cache_hits=1), cached=True)
+        usage = Usage()
+        content = self._call(messages, schema, usage)
+        data, problem = self._parse(content, model)
+        if problem is not None:
+            LOG.warning("LLM reply was not valid (%s); asking once for a repair", problem)
+            repair = [
+                *messages,
+                {"role": "assistant", "content": content[:20_000]},
+                {
+                    "role": "user",
+                    "content": f"Your reply was not valid: {problem}. Reply again with only the JSON object that "
+                    "matches the schema, with the same content.",
+                },
+            ]
+            content = self._call(repair, schema, usage)
+            data, problem = self._parse(content, model)
+            if problem is not None:
+                raise LLMResponseError(f"LLM reply was not valid JSON for the schema after one repair: {problem}")
+        if self.cache is not None:
+            self.cache.write_json(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", {"model": self.config.model, "data": data})
+        return LLMAnswer(data=data, usage=usage, cached=False)
+
+    @staticmethod
+    def _parse(content: str, model: type[BaseModel]) -> tuple[dict[str, Any], str | None]:
+        text = content.strip()
+        if text.startswith("```"):
+            text = text.strip("`").removeprefix("json").strip()
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as error:
+            return {}, f"invalid JSON ({error.msg} at line {error.lineno} column {error.colno})"
+        if not isinstance(raw, dict):
+            return {}, "the JSON is not an object"
+        try:
+            return model.model_validate(raw).model_dump(mode="json"), None
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            return {}, f"schema mismatch at {where}: {first['msg']}"

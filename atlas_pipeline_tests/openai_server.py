@@ -1,0 +1,108 @@
+"""A scripted HTTP server speaking the OpenAI chat-completions API, for tests (run as a child process).
+
+``POST /v1/chat/completions`` answers with the next scripted step, or the default step when the script is used up:
+``{"status": 200, "content": "..."}`` a completion; ``{"status": 429|500|401|400, "message": "..."}`` an API error;
+``{"delay": 3}`` waits first (timeouts); ``{"drop": true}`` closes the connection without an answer.
+``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests;
+``GET /_requests`` returns the request bodies received since.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = {"steps": [], "default": {"status": 500, "message": "no script"}, "requests": []}
+LOCK = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+        return
+
+    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_GET(self) -> None:
+        if self.path == "/_requests":
+            with LOCK:
+                self._send(200, {"requests": STATE["requests"]})
+        else:
+            self._send(200, {"ok": True})
+
+    def do_POST(self) -> None:
+        body = self._body()
+        if self.path == "/_script":
+            with LOCK:
+                STATE["steps"] = list(body.get("steps", []))
+                STATE["default"] = body.get("default", STATE["default"])
+                STATE["requests"] = []
+            self._send(200, {"ok": True})
+            return
+        if not self.path.endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        with LOCK:
+            STATE["requests"].append({**body, "_authorization": self.headers.get("Authorization", "")})
+            step = STATE["steps"].pop(0) if STATE["steps"] else STATE["default"]
+        if step.get("delay"):
+            time.sleep(float(step["delay"]))
+        if step.get("drop"):
+            self.close_connection = True
+            self.connection.close()
+            return
+        status = int(step.get("status", 200))
+        if status != 200:
+            error = {
+                "error": {"message": step.get("message", f"scripted {status}"), "type": "scripted", "code": status}
+            }
+            self._send(status, error, step.get("headers"))
+            return
+        content = step.get("content", "")
+        prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+        self._send(
+            200,
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_chars // 4,
+                    "completion_tokens": len(content) // 4,
+                    "total_tokens": prompt_chars // 4 + len(content) // 4,
+                },
+            },
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
