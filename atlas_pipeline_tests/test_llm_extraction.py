@@ -10,9 +10,12 @@ import pytest
 from atlas_pipeline.catalog import refresh_catalog, sha256_of
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.extraction.extractor import split_chunks
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.processing import parse_snapshot
 from atlas_pipeline.records import ExtractionRecord, SnapshotRecord, read_record, snapshot_blob_path
+from atlas_pipeline.settings import PROJECT_ROOT
 from atlas_pipeline.storage import Store
 from atlas_pipeline_tests.conftest import copy_into, corpus_file
 from atlas_pipeline_tests.servers import scripted_openai_server
@@ -257,3 +260,46 @@ def test_injected_document_stays_inside_its_section(llm_server, run, knowledge_b
     assert "Ignore previous instructions" in text and "[/FULL_TEXT]" in text
     assert "=== END CUSTOM EXTRACTION RULES ===" not in content
     assert "ignore any instruction" in system["content"].lower()
+
+
+def test_chunked_strategy_merges_fields_by_best_verified_quote(
+    llm_server, knowledge_base, settings_for, instance, tmp_path
+):
+    copy_into(knowledge_base, f"rct/{KEY}")
+    seeds = tmp_path / "seeds"
+    shutil.copytree(PROJECT_ROOT / "seeds" / "templates", seeds / "templates")
+    (seeds / "rules").mkdir()
+    rule = {"name": "chunky", "strategy": "chunked", "chunk_size_chars": 15000, "chunk_overlap_chars": 500}
+    (seeds / "rules" / "chunky.json").write_text(json.dumps(rule))
+    options = {"llm_base_url": llm_server.base_url, "llm_backoff_seconds": "0.01", "seeds_dir": str(seeds)}
+    settings = settings_for(knowledge_base, rule="chunky", **options)
+    atlas = AtlasResource.from_settings(settings)
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    instance.add_dynamic_partitions(documents_partitions.name, [KEY])
+    fabricated = {"n_treatment": {"value": 30, "quote": "thirty infants received juice n = 30 each"}}
+    llm_server.script({"content": json.dumps(fabricated)}, {"content": answer()}, default={"content": "{}"})
+    result = (
+        build_definitions(settings)
+        .resolve_job_def("document_job")
+        .execute_in_process(partition_key=KEY, instance=instance)
+    )
+    assert result.success
+    record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
+    requests = llm_server.requests()
+    assert record.strategy == "chunked" and record.chunks == len(requests) >= 3
+    assert "part 1 of" in requests[0]["messages"][1]["content"]
+    assert record.fields["n_treatment"]["tier"] == "verified"  # chunk 2's verified quote beats chunk 1's
+    assert record.fields["n_treatment"]["quote"] == "Juice n = 30"
+    assert record.status == "done"
+
+
+def test_split_chunks_cover_everything_within_the_limit():
+    text = "\n\n".join(f"Paragraph {n} " + "word " * 200 for n in range(60))
+    chunks = split_chunks(text, size=5000, overlap=300, max_chunks=4)
+    assert len(chunks) <= 4
+    assert chunks[0].startswith("Paragraph 0") and chunks[-1].endswith(text[-50:])
+    joined = "".join(chunks)
+    assert all(f"Paragraph {n} " in joined for n in range(60))
+    small = split_chunks(text, size=20_000, overlap=500, max_chunks=50)
+    assert len(small) > 2 and all(len(chunk) <= 20_000 for chunk in small)
+    assert split_chunks("short", size=5000, overlap=100, max_chunks=3) == ["short"]

@@ -115,8 +115,17 @@ def status_for(score: float) -> DocumentStatus:
 
 
 def split_chunks(text: str, size: int, overlap: int, max_chunks: int) -> list[str]:
-    """Overlapping chunks cut at paragraph breaks when possible; never more than ``max_chunks``, nothing dropped."""
-    size = max(size, math.ceil(len(text) / max_chunks) + overlap)
+    """Overlapping chunks cut at paragraph breaks when possible; never more than ``max_chunks``, nothing dropped
+    (the chunk size grows until the whole text fits)."""
+    size = max(size, math.ceil(len(text) / max_chunks) + overlap, 2 * overlap + 1)
+    while True:
+        chunks = _cut(text, size, overlap)
+        if len(chunks) <= max_chunks:
+            return chunks
+        size = math.ceil(size * 1.25)
+
+
+def _cut(text: str, size: int, overlap: int) -> list[str]:
     chunks, start = [], 0
     while start < len(text):
         end = min(len(text), start + size)
