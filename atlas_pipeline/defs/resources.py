@@ -122,14 +122,5 @@ class LLMResource(dg.ConfigurableResource):
         return bool(self.base_url)
 
     def client(self, cache: Store | None) -> LLMClient:
-        config = LLMConfig(
-            base_url=self.base_url,
-            model=self.model,
-            api_key=self.api_key,
-            timeout_seconds=self.timeout_seconds,
-            max_retries=self.max_retries,
-            backoff_seconds=self.backoff_seconds,
-            structured_output=self.structured_output,
-            max_tokens=self.max_tokens,
-        )
+        config = LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__})
         return LLMClient(config, cache=cache)
