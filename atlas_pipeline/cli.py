@@ -27,6 +27,47 @@ def _print_summary(states) -> None:
         print(f"  - {state.key}: {state.status.value}: {state.reason}")
 
 
+_WORKER: dict = {}
+
+
+def _run_one(key: str, defs=None, instance=None) -> tuple[str, bool, float]:
+    """Materialise one document's assets in-process; in a worker process, definitions and instance are cached."""
+    import dagster as dg
+
+    from atlas_pipeline.definitions import build_definitions
+
+    if defs is None:
+        if not _WORKER:
+            _WORKER["defs"] = build_definitions(load_settings())
+            _WORKER["instance"] = dg.DagsterInstance.get()
+        defs, instance = _WORKER["defs"], _WORKER["instance"]
+    began = time.perf_counter()
+    result = defs.resolve_job_def("document_job").execute_in_process(
+        partition_key=key,
+        instance=instance,
+        raise_on_error=False,
+        run_config=QUIET_RUN_CONFIG,
+        tags={"atlas/launched_by": "atlas run"},
+    )
+    return key, result.success, time.perf_counter() - began
+
+
+def run_documents(keys: list[str], workers: int, defs, instance):
+    """Yield (key, success, seconds) per document as runs finish; ``workers`` > 1 runs documents in parallel
+    processes (each run is still one Dagster run in the instance)."""
+    if workers <= 1 or len(keys) <= 1:
+        for key in keys:
+            yield _run_one(key, defs, instance)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_run_one, key) for key in keys]
+        for future in as_completed(futures):
+            yield future.result()
+
+
 def command_run(args: argparse.Namespace) -> int:
     """Scan the knowledge base, materialise every document, then task completion and the exports."""
     import dagster as dg
@@ -58,26 +99,15 @@ def command_run(args: argparse.Namespace) -> int:
         entries = scan.catalog.active()
         if args.only:
             entries = [entry for entry in entries if entry.key in set(args.only)]
-        document_job = defs.resolve_job_def("document_job")
         started = time.perf_counter()
-        for number, entry in enumerate(entries, 1):
-            began = time.perf_counter()
-            result = document_job.execute_in_process(
-                partition_key=entry.key,
-                instance=instance,
-                raise_on_error=False,
-                run_config=QUIET_RUN_CONFIG,
-                tags={"atlas/launched_by": "atlas run"},
-            )
-            record = read_record(store, entry.key, "extraction", ExtractionRecord)
-            if result.success and record is not None:
+        keys = [entry.key for entry in entries]
+        for number, (key, success, seconds) in enumerate(run_documents(keys, args.workers, defs, instance), 1):
+            record = read_record(store, key, "extraction", ExtractionRecord)
+            if success and record is not None:
                 outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
             else:
                 outcome = "failed: run error (see `atlas status` and the Dagster UI)"
-            print(
-                f"[{number}/{len(entries)}] {entry.key}: {outcome} ({time.perf_counter() - began:.1f} s)",
-                flush=True,
-            )
+            print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
         defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
         states = _states(instance, atlas)
         print(f"\nprocessed {len(entries)} document(s) in {time.perf_counter() - started:.1f} s")
@@ -147,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help=command_run.__doc__)
     run.add_argument("--only", nargs="+", metavar="KEY", help="process only these partition keys")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="documents processed in parallel processes (default 1; the layout model already uses several threads)",
+    )
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help=command_status.__doc__)
     status.add_argument("--documents", action="store_true", help="also list every document")

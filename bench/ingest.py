@@ -1,0 +1,123 @@
+"""Ingest throughput: pages/s and documents/s of our parse and of the whole Dagster pipeline, next to plain
+``pymupdf4llm.to_markdown`` (default settings) and raw PyMuPDF ``get_text`` on the same PDFs in the same run.
+
+``python -m bench.ingest [--limit N]`` (``make bench-ingest``); writes ``bench/reports/ingest.md``. The PDFs are the
+corpus RCTs. The pipeline is timed as a user runs it: ``atlas run`` in a fresh process, fresh instance and fresh
+artifact store (no cache), skip mode, with 1 and with 2 worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pymupdf
+import pymupdf4llm
+
+from atlas_pipeline.parsing import parse_document
+from atlas_pipeline.settings import PROJECT_ROOT
+from bench.report import table, write_report
+from eval.fidelity import CORPUS
+
+GOAL = 1.5  # whole pipeline vs default pymupdf4llm.to_markdown, pages/s
+
+
+def corpus_pdfs(limit: int | None) -> list[Path]:
+    pdfs = sorted((CORPUS / "rct").glob("*.pdf"))
+    return pdfs[:limit] if limit else pdfs
+
+
+def pages_of(pdfs: list[Path]) -> int:
+    total = 0
+    for pdf in pdfs:
+        with pymupdf.open(pdf) as doc:
+            total += doc.page_count
+    return total
+
+
+def time_library(pdfs: list[Path], function) -> float:
+    started = time.perf_counter()
+    for pdf in pdfs:
+        function(pdf)
+    return time.perf_counter() - started
+
+
+def raw_text(pdf: Path) -> None:
+    with pymupdf.open(pdf) as doc:
+        for page in doc:
+            page.get_text()
+
+
+def to_markdown(pdf: Path) -> None:
+    pymupdf4llm.to_markdown(str(pdf))
+
+
+def ours(pdf: Path) -> None:
+    parse_document(pdf.read_bytes(), pdf.name)
+
+
+def time_pipeline(pdfs: list[Path], workers: int) -> tuple[float, str]:
+    with tempfile.TemporaryDirectory(prefix="atlas-bench-") as folder:
+        root = Path(folder)
+        (root / "kb").mkdir()
+        for pdf in pdfs:
+            shutil.copyfile(pdf, root / "kb" / pdf.name)
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(root / "home"),
+            "ATLAS_KNOWLEDGE_BASE": str(root / "kb"),
+            "ATLAS_ARTIFACTS": str(root / "artifacts"),
+            "ATLAS_EXPORTS": str(root / "exports"),
+        }
+        command = [str(Path(sys.executable).with_name("atlas")), "run", "--workers", str(workers)]
+        started = time.perf_counter()
+        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        seconds = time.perf_counter() - started
+    summary = next((line for line in result.stdout.splitlines() if "documents:" in line), result.stderr[-200:])
+    return seconds, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, help="only the first N PDFs (quick check)")
+    args = parser.parse_args()
+    pdfs = corpus_pdfs(args.limit)
+    pages = pages_of(pdfs)
+    print(f"{len(pdfs)} PDFs, {pages} pages")
+    measured = [
+        ("raw PyMuPDF get_text (text only)", time_library(pdfs, raw_text)),
+        ("pymupdf4llm.to_markdown, default (baseline)", time_library(pdfs, to_markdown)),
+        ("atlas parse_document (text + tables)", time_library(pdfs, ours)),
+    ]
+    notes = []
+    for workers in (1, 2):
+        seconds, summary = time_pipeline(pdfs, workers)
+        measured.append((f"whole pipeline: atlas run --workers {workers} (Dagster, skip mode)", seconds))
+        notes.append(f"- `atlas run --workers {workers}`: {summary.strip()}")
+    baseline = measured[1][1]
+    rows = [[name, seconds, pages / seconds, len(pdfs) / seconds, baseline / seconds] for name, seconds in measured]
+    best = max(pages / seconds for name, seconds in measured if name.startswith("whole pipeline"))
+    ratio = best / (pages / baseline)
+    verdict = "met" if ratio >= GOAL else f"NOT met ({ratio:.2f}x, {GOAL / ratio:.2f}x short)"
+    write_report(
+        PROJECT_ROOT / "bench" / "reports" / "ingest.md",
+        "Ingest throughput",
+        [
+            (
+                f"{len(pdfs)} corpus RCT PDFs, {pages} pages",
+                table(["what", "seconds", "pages/s", "documents/s", "× baseline"], rows),
+            ),
+            ("Goal", f"whole pipeline ≥ {GOAL}× the pages/s of default pymupdf4llm.to_markdown: {verdict}."),
+            ("Pipeline runs", "\n".join(notes)),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
