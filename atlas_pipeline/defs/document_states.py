@@ -12,18 +12,14 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
 from atlas_pipeline.catalog import Catalog
 from atlas_pipeline.completion import DocumentState
+from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline.storage import Store
 
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
-DOCUMENT_ASSET_KEYS = [
-    dg.AssetKey("document_snapshot"),
-    dg.AssetKey("document_text"),
-    dg.AssetKey("document_tables"),
-    dg.AssetKey("document_extraction"),
-]
+DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES]
 
 
 def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str) -> str:
