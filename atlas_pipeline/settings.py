@@ -60,6 +60,12 @@ class AtlasSettings(BaseSettings):
     automation_interval_seconds: int = Field(30, ge=1, le=86_400, description="Seconds between automation checks.")
     ocr: bool = Field(True, description="OCR image-only PDF pages with tesseract when it is installed.")
     ocr_language: str = Field("eng", min_length=1, description="Tesseract language(s), e.g. 'eng+fra'.")
+    ocr_max_text_chars: int = Field(
+        200,
+        ge=-1,
+        description="Pages whose own text layer has more characters than this are not OCR'd (-1: always let "
+        "pymupdf4llm decide, which also OCRs figures).",
+    )
     pdf_engine: Literal["layout", "legacy"] = Field(
         "layout",
         description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (faster, no tables).",

@@ -179,3 +179,10 @@ def test_parser_fingerprint_changes_with_options():
     assert parser_fingerprint(ParseOptions()) == parser_fingerprint(ParseOptions())
     assert parser_fingerprint(ParseOptions(ocr=False)) != parser_fingerprint(ParseOptions())
     assert parser_fingerprint(ParseOptions(engine="legacy")) != parser_fingerprint(ParseOptions())
+
+
+@needs_ocr
+def test_born_digital_pages_are_not_ocrd_unless_asked():
+    assert parse_corpus("rct/PMC5154016.pdf").ocr_pages == []  # text layer present: figures are not OCR'd
+    everything = parse_corpus("rct/PMC5154016.pdf", ocr_max_text_chars=None)
+    assert everything.ocr_pages  # pymupdf4llm alone would OCR the figure pages

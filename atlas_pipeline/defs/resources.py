@@ -25,6 +25,7 @@ class AtlasResource(dg.ConfigurableResource):
     rule: str = "default"
     ocr: bool = True
     ocr_language: str = "eng"
+    ocr_max_text_chars: int = 200
     pdf_engine: str = "layout"
     max_document_mb: float = 200.0
     postprocess_mode: str = "auto"
@@ -39,6 +40,7 @@ class AtlasResource(dg.ConfigurableResource):
             rule=settings.rule,
             ocr=settings.ocr,
             ocr_language=settings.ocr_language,
+            ocr_max_text_chars=settings.ocr_max_text_chars,
             pdf_engine=settings.pdf_engine,
             max_document_mb=settings.max_document_mb,
             postprocess_mode=settings.postprocess_mode,
@@ -68,7 +70,12 @@ class AtlasResource(dg.ConfigurableResource):
         return "llm" if llm_configured else rule.postprocess_mode
 
     def parse_options(self) -> ParseOptions:
-        return ParseOptions(engine=self.pdf_engine, ocr=self.ocr, ocr_language=self.ocr_language)
+        return ParseOptions(
+            engine=self.pdf_engine,
+            ocr=self.ocr,
+            ocr_language=self.ocr_language,
+            ocr_max_text_chars=None if self.ocr_max_text_chars < 0 else self.ocr_max_text_chars,
+        )
 
     def document_states(self, instance: dg.DagsterInstance) -> list[DocumentState]:
         """Where every known document stands now (see ``collect_document_states``)."""

@@ -42,8 +42,14 @@ PARSER_REVISION = 1
 class ParseOptions(dict):
     """Options that change parse output (and so belong in the cache key)."""
 
-    def __init__(self, engine: str = "layout", ocr: bool = True, ocr_language: str = "eng") -> None:
-        super().__init__(engine=engine, ocr=ocr, ocr_language=ocr_language)
+    def __init__(
+        self,
+        engine: str = "layout",
+        ocr: bool = True,
+        ocr_language: str = "eng",
+        ocr_max_text_chars: int | None = 200,
+    ) -> None:
+        super().__init__(engine=engine, ocr=ocr, ocr_language=ocr_language, ocr_max_text_chars=ocr_max_text_chars)
 
 
 def parser_fingerprint(options: ParseOptions | None = None) -> str:
@@ -61,7 +67,13 @@ def parse_document(data: bytes, filename: str, options: ParseOptions | None = No
     options = options or ParseOptions()
     media_type = detect_media_type(data, filename)
     if media_type == PDF:
-        return parse_pdf(data, engine=options["engine"], ocr=options["ocr"], ocr_language=options["ocr_language"])
+        return parse_pdf(
+            data,
+            engine=options["engine"],
+            ocr=options["ocr"],
+            ocr_language=options["ocr_language"],
+            ocr_max_text_chars=options["ocr_max_text_chars"],
+        )
     if media_type == HTML:
         return parse_html(data)
     if media_type == JATS:

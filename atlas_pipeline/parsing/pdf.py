@@ -98,8 +98,18 @@ def _collect_warnings() -> list[str]:
     return [line for line in messages.splitlines() if line.strip()][:20] if messages else []
 
 
-def parse_pdf(data: bytes, *, engine: str = "layout", ocr: bool = True, ocr_language: str = "eng") -> ParsedDocument:
-    """Parse PDF bytes. ``engine`` is ``layout`` (text + tables) or ``legacy`` (faster, text only)."""
+def parse_pdf(
+    data: bytes,
+    *,
+    engine: str = "layout",
+    ocr: bool = True,
+    ocr_language: str = "eng",
+    ocr_max_text_chars: int | None = None,
+) -> ParsedDocument:
+    """Parse PDF bytes. ``engine`` is ``layout`` (text + tables) or ``legacy`` (faster, text only).
+
+    pymupdf4llm decides per page whether OCR would help (it also OCRs figures on born-digital pages);
+    ``ocr_max_text_chars`` vetoes OCR on pages whose own text layer already has more characters than that."""
     pymupdf.TOOLS.mupdf_warnings()  # reset the warning buffer
     doc = open_pdf(data)
     warnings: list[str] = []
@@ -118,6 +128,8 @@ def parse_pdf(data: bytes, *, engine: str = "layout", ocr: bool = True, ocr_lang
                 engine_ocr = document_layout.select_ocr_function() if ocr else None
 
                 def recording_ocr(page: pymupdf.Page, **kwargs: object) -> None:
+                    if ocr_max_text_chars is not None and len(page.get_text().strip()) > ocr_max_text_chars:
+                        return  # a real text layer: OCR would only add the words inside figures
                     ocr_pages.append(page.number + 1)
                     engine_ocr(page, **kwargs)
 
