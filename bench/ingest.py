@@ -62,6 +62,28 @@ def ours(pdf: Path) -> None:
     parse_document(pdf.read_bytes(), pdf.name)
 
 
+def profile_parse(pdf: Path, top: int = 12) -> str:
+    """Where parse time goes: cProfile of ``parse_document`` on one PDF, largest cumulative entries."""
+    import cProfile
+    import pstats
+
+    data = pdf.read_bytes()
+    parse_document(data, pdf.name)  # warm up: model loading is not parse time
+    profiler = cProfile.Profile()
+    profiler.enable()
+    parse_document(data, pdf.name)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = max(stats.total_tt, 1e-9)
+    rows = []
+    for (filename, line, name), (_, _, _, cumulative, _) in stats.stats.items():
+        if "site-packages" in filename or "atlas_pipeline" in filename:
+            where = filename.split("site-packages/")[-1].split("atlas_pipeline/")[-1]
+            rows.append([f"{where}:{line} {name}", cumulative, cumulative / total])
+    rows.sort(key=lambda row: -row[1])
+    return f"{pdf.name}, {total:.2f} s in total\n\n" + table(["function", "cumulative s", "share"], rows[:top])
+
+
 def time_pipeline(pdfs: list[Path], workers: int) -> tuple[float, str]:
     with tempfile.TemporaryDirectory(prefix="atlas-bench-") as folder:
         root = Path(folder)
@@ -115,6 +137,7 @@ def main() -> None:
             ),
             ("Goal", f"whole pipeline ≥ {GOAL}× the pages/s of default pymupdf4llm.to_markdown: {verdict}."),
             ("Pipeline runs", "\n".join(notes)),
+            ("Profile of parse_document (what bounds the throughput)", profile_parse(pdfs[0])),
         ],
     )
 
