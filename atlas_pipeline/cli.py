@@ -113,11 +113,13 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"\nprocessed {len(entries)} document(s) in {time.perf_counter() - started:.1f} s")
         _print_summary(states)
         print("exports:")
-        from atlas_pipeline.exports import EXPORT_STEM, FORMATS
+        from atlas_pipeline.exports import EXPORT_STEM, FIELDS_STEM, FORMATS
 
         exports = atlas.exports_store()
         for fmt in FORMATS:
             print(f"  {fmt:<8} {exports.url(f'{EXPORT_STEM}.{fmt}')}")
+        for fmt in FORMATS[1:]:
+            print(f"  {fmt:<8} {exports.url(f'{FIELDS_STEM}.{fmt}')} (one row per extracted field)")
         open_states = [s for s in states if s.status not in TERMINAL]
     return 1 if open_states else 0
 
