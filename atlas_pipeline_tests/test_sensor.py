@@ -7,7 +7,7 @@ import time
 
 import dagster as dg
 
-from atlas_pipeline.catalog import load_catalog
+from atlas_pipeline.catalog import load_catalog, refresh_catalog
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.settings import PROJECT_ROOT
@@ -135,3 +135,18 @@ def test_hundreds_of_files_are_batched_across_ticks(instance, knowledge_base, se
     assert len(harness.tick().run_requests) == 50
     assert harness.tick().run_requests == []
     assert all("," not in key and " " not in key for key in harness.partitions)
+
+
+def test_documents_already_extracted_by_atlas_run_are_not_run_again(instance, knowledge_base, settings_for, atlas_for):
+    (path, _) = copy_into(knowledge_base, "html/plos_one_article.html", "rct_jats/PMC3648394.nxml")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    scan = refresh_catalog(harness.atlas.open_knowledge_base(), harness.atlas.store())
+    instance.add_dynamic_partitions(documents_partitions.name, list(scan.catalog.entries))
+    job = harness.defs.resolve_job_def("document_job")
+    assert job.execute_in_process(partition_key="plos_one_article.html", instance=instance).success  # as `atlas run`
+    result = harness.tick()
+    assert [r.partition_key for r in result.run_requests] == ["PMC3648394.nxml"]  # the other one is current
+    assert "plos_one_article.html" in json.loads(harness.cursor)
+    path.write_text(path.read_text() + "<!-- corrected -->")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    assert [r.partition_key for r in harness.tick().run_requests] == ["plos_one_article.html"]

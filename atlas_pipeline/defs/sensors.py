@@ -5,7 +5,7 @@ import json
 
 import dagster as dg
 
-from atlas_pipeline.catalog import refresh_catalog
+from atlas_pipeline.catalog import CatalogEntry, refresh_catalog
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
 from atlas_pipeline.defs.jobs import document_job
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -22,6 +22,29 @@ def decode_cursor(cursor: str | None) -> dict[str, str]:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry], version: str) -> set[str]:
+    """Keys whose latest extraction was made from these very bytes with this extraction version — for example by
+    ``atlas run`` — so the sensor need not run them again."""
+    if not entries:
+        return set()
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_extraction"), asset_partitions=[e.key for e in entries]),
+        limit=3 * len(entries),
+    ).records
+    latest: dict[str, dict[str, str]] = {}
+    for record in records:  # newest first
+        materialization = record.asset_materialization
+        if materialization is not None and materialization.partition:
+            latest.setdefault(materialization.partition, dict(materialization.tags or {}))
+    done = set()
+    for entry in entries:
+        tags = latest.get(entry.key, {})
+        same_version = tags.get("dagster/code_version") == version
+        if same_version and tags.get("dagster/data_version", "").startswith(entry.sha256):
+            done.add(entry.key)
+    return done
 
 
 def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str = "") -> dg.SensorDefinition:
@@ -45,8 +68,13 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
         to_add = [key for key in scan.catalog.entries if key not in existing]
         waiting = [entry for entry in scan.catalog.active() if requested.get(entry.key) != f"{entry.fingerprint}:{tag}"]
         batch = waiting[: settings.sensor_max_runs_per_tick]
+        unknown = [entry for entry in batch if entry.key not in requested]
+        done = already_extracted(context.instance, unknown, extraction_version)
         run_requests = []
         for entry in batch:
+            if entry.key in done:
+                requested[entry.key] = f"{entry.fingerprint}:{tag}"
+                continue
             run_requests.append(
                 dg.RunRequest(
                     run_key=f"{entry.run_key}:{tag}", partition_key=entry.key, tags={"atlas/sha256": entry.sha256}
@@ -54,6 +82,8 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
             )
             requested[entry.key] = f"{entry.fingerprint}:{tag}"
         summary = f"scan: {scan.summary()}; {len(run_requests)} run(s) requested"
+        if done:
+            summary += f", {len(done)} already extracted (e.g. by `atlas run`)"
         if len(waiting) > len(batch):
             summary += f", {len(waiting) - len(batch)} waiting for the next tick"
         context.log.info(summary)
