@@ -81,7 +81,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.status import TERMINAL
 
     settings = load_settings()
-    home = prepare_dagster_home()
+    home = prepare_dagster_home(settings.instance_config)
     atlas = AtlasResource.from_settings(settings)
     defs = build_definitions(settings)
     store = atlas.store()
@@ -132,7 +132,7 @@ def command_status(args: argparse.Namespace) -> int:
     from atlas_pipeline.instance import prepare_dagster_home
 
     settings = load_settings()
-    prepare_dagster_home()
+    prepare_dagster_home(settings.instance_config)
     with dg.DagsterInstance.get() as instance:
         states = _states(instance, AtlasResource.from_settings(settings))
     _print_summary(states)
@@ -146,8 +146,8 @@ def command_dev(args: argparse.Namespace) -> int:
     """Open the Dagster UI and daemon (sensors live) on 127.0.0.1."""
     from atlas_pipeline.instance import prepare_dagster_home, project_file
 
-    load_settings()  # fail early with a clear message
-    prepare_dagster_home()
+    settings = load_settings()  # fail early with a clear message
+    prepare_dagster_home(settings.instance_config)
     command = [
         "dagster",
         "dev",

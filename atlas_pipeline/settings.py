@@ -48,6 +48,11 @@ class AtlasSettings(BaseSettings):
     artifacts: str = Field("var/artifacts", description="Folder or s3:// prefix for snapshots, text, tables, records.")
     exports: str = Field("var/exports", description="Folder or s3:// prefix for the xlsx/csv/parquet/jsonl exports.")
     seeds_dir: str = Field(default_factory=_default_seeds_dir, description="Folder with templates/ and rules/.")
+    instance_config: str = Field(
+        "",
+        description="Dagster instance config copied into an empty DAGSTER_HOME (default: the project's dagster.yaml; "
+        "deploy/postgres/dagster.yaml for PostgreSQL).",
+    )
     rule: str = Field("default", description="Name of the rule file in seeds/rules (without .json).")
     sensor_interval_seconds: int = Field(30, ge=1, le=86_400, description="Seconds between knowledge-base scans.")
     sensor_max_runs_per_tick: int = Field(200, ge=1, le=10_000, description="Run requests per sensor tick.")

@@ -128,3 +128,73 @@ def llama_cpp_server(model_path: str, log_dir: Path) -> Iterator[str]:
         yield root + "/v1"
     finally:
         stop(process)
+
+
+def create_database(env: dict[str, str], name: str) -> dict[str, str]:
+    """A new empty database on the server of ``env``; the same variables pointing at it."""
+    command = [str(_postgres_bin() / "createdb"), "-h", env["DAGSTER_PG_HOST"], "-p", env["DAGSTER_PG_PORT"]]
+    subprocess.run([*command, "-U", env["DAGSTER_PG_USERNAME"], name], check=True, capture_output=True)
+    return {**env, "DAGSTER_PG_DB": name}
+
+
+def _postgres_bin() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        raise RuntimeError("PostgreSQL server binaries not found: run `make setup` (installs Debian's postgresql)")
+    return found[-1].parent
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[dict[str, str]]:
+    """A throw-away PostgreSQL server on 127.0.0.1 (trust auth, its own data directory); yields DAGSTER_PG_* vars.
+
+    PostgreSQL refuses to run as root, so as root the server runs as the ``postgres`` system user, in a folder of
+    its own (pytest's temporary folders are private to root)."""
+    import shutil
+    import tempfile
+
+    binaries = _postgres_bin()
+    folder = Path(tempfile.mkdtemp(prefix="atlas-pg-"))
+    data = folder / "data"
+    data.mkdir(parents=True)
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres")
+        shutil.chown(data, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "atlas", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    with (folder / "postgres.log").open("wb") as log:
+        if as_user:
+            shutil.chown(folder / "postgres.log", "postgres")
+        process = subprocess.Popen(
+            [*as_user, str(binaries / "postgres"), "-D", str(data), "-p", str(port), "-k", str(folder),
+             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            ready = subprocess.run(
+                [str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True, check=False
+            )
+            if ready.returncode == 0:
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("PostgreSQL did not start:\n" + (folder / "postgres.log").read_text()[-2000:])
+            time.sleep(0.3)
+        yield {
+            "DAGSTER_PG_HOST": "127.0.0.1",
+            "DAGSTER_PG_PORT": str(port),
+            "DAGSTER_PG_DB": "postgres",
+            "DAGSTER_PG_USERNAME": "atlas",
+            "DAGSTER_PG_PASSWORD": "atlas-test-password",
+        }
+    finally:
+        stop(process)
+        shutil.rmtree(folder, ignore_errors=True)
