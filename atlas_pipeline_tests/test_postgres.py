@@ -54,6 +54,12 @@ def test_pipeline_sensor_and_aggregates_on_postgres(
         states = {s.key: s for s in atlas.document_states(instance)}
         assert states["empty_zero_bytes.pdf"].reason == "snapshot: empty file (0 bytes)"
         assert harness.tick().run_requests == []
+        for run in instance.get_runs():  # the database password never reaches the logs
+            for entry in instance.all_logs(run.run_id):
+                assert postgres["DAGSTER_PG_PASSWORD"] not in str(entry)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert postgres["DAGSTER_PG_PASSWORD"].encode() not in path.read_bytes(), path
 
 
 def test_atlas_run_selects_postgres_by_environment(postgres, tmp_path, knowledge_base, monkeypatch):

@@ -70,3 +70,9 @@ def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, ins
     }
     # a second scan of the bucket finds nothing new
     assert harness.tick().run_requests == []
+    # the S3 secret appears nowhere: not in the bucket, not in the run logs
+    for path in fs.find("atlas-test"):
+        assert b"atlas-test-secret" not in fs.cat_file(path), path
+    for run in instance.get_runs():
+        for entry in instance.all_logs(run.run_id):
+            assert "atlas-test-secret" not in str(entry)
