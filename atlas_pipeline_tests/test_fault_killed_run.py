@@ -1,0 +1,91 @@
+"""A run killed with SIGKILL mid-way (under the real daemon) is marked failed and the document is processed again by
+run retries (dagster.yaml: run_retries, retry_on_asset_or_op_failure false) without a manual step."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from atlas_pipeline.instance import project_file
+from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.test_daemon import latest_metadata
+
+pytestmark = pytest.mark.daemon
+PID = re.compile(r"\(pid: (\d+)\)")
+
+
+def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The pid of the process executing the run's steps, once it has started parsing."""
+    started = [e.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)]
+    if "document_parse" not in started:
+        return None
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        match = PID.search(entry.message or "")
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def test_killed_run_is_retried_and_the_document_lands(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    config = project_file("dagster.yaml").read_text().replace("poll_interval_seconds: 30", "poll_interval_seconds: 2")
+    (home / "dagster.yaml").write_text(config)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    shutil.copyfile(corpus_file("awkward/derived/PMC3508963_image_only_200dpi.pdf"), kb / "scan.pdf")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "ATLAS_KNOWLEDGE_BASE": str(kb),
+        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
+        "ATLAS_EXPORTS": str(tmp_path / "exports"),
+        "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
+        "ATLAS_AUTOMATION_INTERVAL_SECONDS": "2",
+    }
+    log_path = tmp_path / "daemon.log"
+    with log_path.open("wb") as log:
+        daemon = subprocess.Popen(
+            [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(project_file("workspace.yaml"))],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            start_new_session=True,
+        )
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+        killed = None
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and killed is None:
+            for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
+                pid = run_worker_pid(instance, run.run_id)
+                if pid is not None:  # the run is inside document_parse (OCR of 5 scanned pages): kill it
+                    os.kill(pid, signal.SIGKILL)
+                    killed = run.run_id
+            time.sleep(0.5)
+        assert killed, "no run reached document_parse"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            extraction = latest_metadata(instance, "document_extraction", "scan.pdf")
+            if extraction is not None:
+                break
+            time.sleep(2)
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "scan.pdf"}))
+        assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE
+        retries = [r for r in runs if r.tags.get("dagster/retry_number") == "1"]
+        assert retries and retries[0].status == dg.DagsterRunStatus.SUCCESS  # re-run by run retries, no manual step
+        assert extraction is not None and extraction["status"].value == "done", log_path.read_text()[-3000:]
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
