@@ -144,57 +144,78 @@ def _postgres_bin() -> Path:
     return found[-1].parent
 
 
-@contextlib.contextmanager
-def postgres_server() -> Iterator[dict[str, str]]:
-    """A throw-away PostgreSQL server on 127.0.0.1 (trust auth, its own data directory); yields DAGSTER_PG_* vars.
+class PostgresServer:
+    """A throw-away PostgreSQL server on 127.0.0.1 (trust auth, its own data directory and port) that a test can
+    stop and start again. PostgreSQL refuses to run as root, so as root it runs as the ``postgres`` system user, in
+    a folder of its own (pytest's temporary folders are private to root)."""
 
-    PostgreSQL refuses to run as root, so as root the server runs as the ``postgres`` system user, in a folder of
-    its own (pytest's temporary folders are private to root)."""
-    import shutil
-    import tempfile
+    def __init__(self) -> None:
+        import shutil
+        import tempfile
 
-    binaries = _postgres_bin()
-    folder = Path(tempfile.mkdtemp(prefix="atlas-pg-"))
-    data = folder / "data"
-    data.mkdir(parents=True)
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        shutil.chown(folder, "postgres")
-        shutil.chown(data, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(
-        [*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "atlas", "--auth=trust", "-E", "UTF8"],
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    with (folder / "postgres.log").open("wb") as log:
-        if as_user:
-            shutil.chown(folder / "postgres.log", "postgres")
-        process = subprocess.Popen(
-            [*as_user, str(binaries / "postgres"), "-D", str(data), "-p", str(port), "-k", str(folder),
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            ready = subprocess.run(
-                [str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True, check=False
-            )
-            if ready.returncode == 0:
-                break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("PostgreSQL did not start:\n" + (folder / "postgres.log").read_text()[-2000:])
-            time.sleep(0.3)
-        yield {
+        self.binaries = _postgres_bin()
+        self.folder = Path(tempfile.mkdtemp(prefix="atlas-pg-"))
+        self.data = self.folder / "data"
+        self.data.mkdir(parents=True)
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            for path in (self.folder, self.data):
+                shutil.chown(path, "postgres")
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        subprocess.run(
+            [*self.as_user, str(self.binaries / "initdb"), "-D", str(self.data), "-U", "atlas", "--auth=trust"],
+            check=True,
+            capture_output=True,
+        )
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self.env = {
             "DAGSTER_PG_HOST": "127.0.0.1",
-            "DAGSTER_PG_PORT": str(port),
+            "DAGSTER_PG_PORT": str(self.port),
             "DAGSTER_PG_DB": "postgres",
             "DAGSTER_PG_USERNAME": "atlas",
             "DAGSTER_PG_PASSWORD": "atlas-test-password",
         }
+
+    def start(self) -> None:
+        log = self.folder / "postgres.log"
+        with log.open("ab") as handle:
+            self.process = subprocess.Popen(
+                [*self.as_user, str(self.binaries / "postgres"), "-D", str(self.data), "-p", str(self.port),
+                 "-k", str(self.folder), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            command = [str(self.binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)]
+            if subprocess.run(command, capture_output=True, check=False).returncode == 0:
+                return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("PostgreSQL did not start:\n" + log.read_text()[-2000:])
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def remove(self) -> None:
+        import shutil
+
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
     finally:
-        stop(process)
-        shutil.rmtree(folder, ignore_errors=True)
+        server.remove()

@@ -15,8 +15,8 @@ from atlas_pipeline_tests.test_sensor import SensorHarness
 
 @pytest.fixture(scope="module")
 def postgres_cluster():
-    with postgres_server() as env:
-        yield env
+    with postgres_server() as server:
+        yield server.env
 
 
 @pytest.fixture
