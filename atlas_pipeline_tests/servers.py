@@ -219,3 +219,42 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.remove()
+
+
+def watched_folder_env(tmp_path: Path, knowledge_base: Path, automation_seconds: int = 2) -> dict[str, str]:
+    """ATLAS_* settings for a daemon test: a watched folder, stores under ``tmp_path``, fast sensor ticks."""
+    return {
+        "ATLAS_KNOWLEDGE_BASE": str(knowledge_base),
+        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
+        "ATLAS_EXPORTS": str(tmp_path / "exports"),
+        "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
+        "ATLAS_AUTOMATION_INTERVAL_SECONDS": str(automation_seconds),
+    }
+
+
+@contextlib.contextmanager
+def dagster_daemon(env: dict[str, str], folder: Path) -> Iterator[subprocess.Popen]:
+    """The real ``dagster-daemon`` over the project's workspace (its log in ``folder/daemon.log``); stopped with its
+    whole process group (code server and run workers included)."""
+    import signal
+
+    command = [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(_workspace())]
+    with (folder / "daemon.log").open("wb") as log:
+        daemon = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
+        )
+    try:
+        yield daemon
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+
+
+def _workspace() -> Path:
+    from atlas_pipeline.instance import project_file
+
+    return project_file("workspace.yaml")

@@ -2,17 +2,14 @@
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from atlas_pipeline.instance import project_file
 from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.servers import dagster_daemon, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 DEADLINE_SECONDS = 300
@@ -32,27 +29,9 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
     kb = tmp_path / "kb"
     kb.mkdir()
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "ATLAS_KNOWLEDGE_BASE": str(kb),
-        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
-        "ATLAS_EXPORTS": str(tmp_path / "exports"),
-        "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
-        "ATLAS_AUTOMATION_INTERVAL_SECONDS": "2",
-    }
+    env = {**os.environ, "DAGSTER_HOME": str(home), **watched_folder_env(tmp_path, kb)}
     log_path = tmp_path / "daemon.log"
-    daemon_bin = Path(sys.executable).with_name("dagster-daemon")
-    with log_path.open("wb") as log:
-        daemon = subprocess.Popen(
-            [str(daemon_bin), "run", "-w", str(project_file("workspace.yaml"))],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-            start_new_session=True,
-        )
-    try:
+    with dagster_daemon(env, tmp_path) as daemon:
         time.sleep(5)  # the daemon sees an empty knowledge base first
         shutil.copyfile(corpus_file("rct/PMC3508963.pdf"), kb / "lidocaine trial.pdf")
         instance = dg.DagsterInstance.from_config(str(home))
@@ -78,10 +57,3 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
         sensor_runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "lidocaine-trial.pdf"}))
         assert len(sensor_runs) == 1 and sensor_runs[0].tags.get("dagster/sensor_name") == "knowledge_base_sensor"
         assert latest_metadata(instance, "extraction_exports")["documents"].value == 1
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()

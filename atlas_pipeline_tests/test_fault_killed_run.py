@@ -5,16 +5,14 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from atlas_pipeline.instance import project_file
 from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.servers import dagster_daemon, watched_folder_env
 from atlas_pipeline_tests.test_daemon import latest_metadata
 
 pytestmark = pytest.mark.daemon
@@ -41,26 +39,9 @@ def test_killed_run_is_retried_and_the_document_lands(tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
     shutil.copyfile(corpus_file("awkward/derived/PMC3508963_image_only_200dpi.pdf"), kb / "scan.pdf")
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "ATLAS_KNOWLEDGE_BASE": str(kb),
-        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
-        "ATLAS_EXPORTS": str(tmp_path / "exports"),
-        "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
-        "ATLAS_AUTOMATION_INTERVAL_SECONDS": "2",
-    }
+    env = {**os.environ, "DAGSTER_HOME": str(home), **watched_folder_env(tmp_path, kb)}
     log_path = tmp_path / "daemon.log"
-    with log_path.open("wb") as log:
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(project_file("workspace.yaml"))],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-            start_new_session=True,
-        )
-    try:
+    with dagster_daemon(env, tmp_path):
         instance = dg.DagsterInstance.from_config(str(home))
         killed = None
         deadline = time.monotonic() + 240
@@ -83,9 +64,3 @@ def test_killed_run_is_retried_and_the_document_lands(tmp_path):
         retries = [r for r in runs if r.tags.get("dagster/retry_number") == "1"]
         assert retries and retries[0].status == dg.DagsterRunStatus.SUCCESS  # re-run by run retries, no manual step
         assert extraction is not None and extraction["status"].value == "done", log_path.read_text()[-3000:]
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)

@@ -6,10 +6,7 @@ import hashlib
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -18,7 +15,7 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.status import TERMINAL
 from atlas_pipeline_tests.conftest import CORPUS, SEED_KB
-from atlas_pipeline_tests.servers import create_database, postgres_server
+from atlas_pipeline_tests.servers import create_database, dagster_daemon, postgres_server, watched_folder_env
 from atlas_pipeline_tests.test_fault_killed_run import run_worker_pid
 
 pytestmark = pytest.mark.daemon
@@ -37,7 +34,7 @@ def settle(function, *args):
 
 
 @pytest.mark.timeout(1200)
-def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(tmp_path):
+def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(tmp_path, monkeypatch):
     kb = tmp_path / "kb"
     shutil.copytree(SEED_KB, kb)
     for path in sorted((CORPUS / "awkward").rglob("*")):
@@ -51,31 +48,12 @@ def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(t
         home.mkdir()
         config = (PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml").read_text()
         (home / "dagster.yaml").write_text(config.replace("poll_interval_seconds: 30", "poll_interval_seconds: 2"))
-        atlas_env = {
-            "ATLAS_KNOWLEDGE_BASE": str(kb),
-            "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
-            "ATLAS_EXPORTS": str(tmp_path / "exports"),
-            "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
-            "ATLAS_AUTOMATION_INTERVAL_SECONDS": "5",
-        }
+        atlas_env = watched_folder_env(tmp_path, kb, automation_seconds=5)
         env = {**os.environ, **pg_env, **atlas_env, "DAGSTER_HOME": str(home)}
-        os.environ.update(pg_env)  # the test's own instance reads the same database
+        for name, value in pg_env.items():  # the test's own instance reads the same database
+            monkeypatch.setenv(name, value)
         log_path = tmp_path / "daemon.log"
-        with log_path.open("wb") as log:
-            daemon = subprocess.Popen(
-                [
-                    str(Path(sys.executable).with_name("dagster-daemon")),
-                    "run",
-                    "-w",
-                    str(PROJECT_ROOT / "workspace.yaml"),
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=tmp_path,
-                start_new_session=True,
-            )
-        try:
+        with dagster_daemon(env, tmp_path) as daemon:
             instance = dg.DagsterInstance.from_config(str(home))
             atlas = AtlasResource.from_settings(load_settings(atlas_env))
             killed = restarted = False
@@ -111,11 +89,3 @@ def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(t
             by_key = {s.key: s for s in states}
             assert by_key[KILL_TARGET].status == "done", summary  # the killed run was retried
             print(f"\n{len(states)} documents, all terminal after a killed run and a PostgreSQL restart:\n{summary}")
-        finally:
-            os.killpg(daemon.pid, signal.SIGTERM)
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
-            for name in pg_env:
-                os.environ.pop(name, None)
