@@ -1,4 +1,4 @@
-"""``atlas`` command line: run the whole pipeline, print task completion, open the UI, show settings."""
+"""``atlas`` command line: run the whole pipeline, print task completion, open the UI, show settings, migrate."""
 
 from __future__ import annotations
 
@@ -174,6 +174,83 @@ def command_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_migrate(args: argparse.Namespace) -> int:
+    """Copy a deployment (default: the embedded var/ one) into the one configured now (e.g. PostgreSQL + S3)."""
+    from pathlib import Path
+
+    import dagster as dg
+
+    from atlas_pipeline.defs.partitions import documents_partitions
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.instance import prepare_dagster_home
+    from atlas_pipeline.migration import MigrationError, copy_instance, copy_store, verify_instance
+    from atlas_pipeline.settings import resolve_location
+    from atlas_pipeline.storage import Store
+
+    target_settings = load_settings()
+    source_settings = target_settings.model_copy(
+        update={"artifacts": resolve_location(args.from_artifacts), "exports": resolve_location(args.from_exports)}
+    )
+    source_home = Path(args.from_home).expanduser().resolve()
+    if not (source_home / "dagster.yaml").is_file():
+        print(f"atlas migrate: {source_home} holds no dagster.yaml (not a Dagster home)", file=sys.stderr)
+        return 2
+    target_home = prepare_dagster_home(target_settings.instance_config)
+    if target_home == source_home:
+        print("atlas migrate: DAGSTER_HOME is the source home; point it at the new deployment's home", file=sys.stderr)
+        return 2
+    pairs = [
+        (source_settings.artifacts, target_settings.artifacts),
+        (source_settings.exports, target_settings.exports),
+    ]
+    if any(old == new for old, new in pairs):
+        print("atlas migrate: ATLAS_ARTIFACTS/ATLAS_EXPORTS must differ from the source stores", file=sys.stderr)
+        return 2
+    print(f"from: {source_home} + {source_settings.artifacts} + {source_settings.exports}")
+    print(f"to:   {target_home} + {target_settings.artifacts} + {target_settings.exports}")
+    progress = None if args.quiet else (lambda line: print(f"  {line}", flush=True))
+    try:
+        with (
+            dg.DagsterInstance.from_config(str(source_home)) as source,
+            dg.DagsterInstance.get() as target,
+        ):
+            for old, new in pairs:
+                copied = copy_store(Store(old), Store(new), progress)
+                print(
+                    f"store {new}: {copied.objects} objects verified by sha256 "
+                    f"({copied.copied} copied, {copied.bytes_copied:,} bytes; {copied.already_present} already there)"
+                )
+            history = copy_instance(source, target, [documents_partitions.name], progress)
+            print(
+                f"instance: {history.runs_copied} of {history.runs} runs copied with {history.events_copied} events, "
+                f"{sum(history.partitions_added.values())} partitions registered, "
+                f"{history.instigator_states} sensor/schedule states, {history.backfills} backfills"
+            )
+            comparisons = verify_instance(source, target)
+            before = _states(source, AtlasResource.from_settings(source_settings))
+            after = _states(target, AtlasResource.from_settings(target_settings))
+    except MigrationError as error:
+        print(f"atlas migrate: {error}", file=sys.stderr)
+        return 1
+    print("materialisations (source → target):")
+    for item in comparisons:
+        print(
+            f"  {item.asset_key:<24} {item.source_materialized:>6} → {item.target_materialized:<6} "
+            f"{'same' if item.same else 'DIFFERENT'}"
+        )
+    old_states = {s.key: (s.status.value, s.reason) for s in before}
+    new_states = {s.key: (s.status.value, s.reason) for s in after}
+    changed = sorted(key for key in old_states.keys() | new_states.keys() if old_states.get(key) != new_states.get(key))
+    print(f"documents: {len(old_states)} before, {len(new_states)} after, {len(changed)} with another status/reason")
+    for key in changed[:20]:
+        print(f"  - {key}: {old_states.get(key)} → {new_states.get(key)}")
+    if changed or not all(item.same for item in comparisons):
+        print("atlas migrate: the new deployment differs from the old one (see above)", file=sys.stderr)
+        return 1
+    print("migrated without loss; start the new deployment (atlas dev / atlas run) with these settings")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atlas", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -194,6 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=3000)
     dev.set_defaults(handler=command_dev)
+    migrate = commands.add_parser("migrate", help=command_migrate.__doc__)
+    migrate.add_argument("--from-home", default="var/dagster_home", help="old DAGSTER_HOME (default %(default)s)")
+    migrate.add_argument("--from-artifacts", default="var/artifacts", help="old ATLAS_ARTIFACTS (default %(default)s)")
+    migrate.add_argument("--from-exports", default="var/exports", help="old ATLAS_EXPORTS (default %(default)s)")
+    migrate.add_argument("--quiet", action="store_true", help="no progress lines")
+    migrate.set_defaults(handler=command_migrate)
     settings = commands.add_parser("settings", help=command_settings.__doc__)
     settings.set_defaults(handler=command_settings)
     return parser

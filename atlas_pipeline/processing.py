@@ -62,7 +62,7 @@ def take_snapshot(
     blob = snapshot_blob_path(record.sha256)
     if not store.exists(blob):
         store.write_bytes(blob, data)
-    record.snapshot_path = store.url(blob)
+    record.snapshot_path = blob
     try:
         record.media_type = detect_media_type(data, entry.source_path)
         if max_bytes is not None and len(data) > max_bytes:
@@ -107,9 +107,11 @@ def parse_snapshot(
         write_record(store, snapshot.key, "parse", record)
         return record, None
     record.seconds = round(time.perf_counter() - started, 4)
-    record.text_path = store.write_text(f"{cache}/document.md", parsed.markdown)
+    record.text_path = f"{cache}/document.md"
+    store.write_text(record.text_path, parsed.markdown)
     tables = [table.model_dump(mode="json") for table in parsed.tables]
-    record.tables_path = store.write_bytes(f"{cache}/tables.json", json.dumps(tables, ensure_ascii=False).encode())
+    record.tables_path = f"{cache}/tables.json"
+    store.write_bytes(record.tables_path, json.dumps(tables, ensure_ascii=False).encode())
     record.engine = parsed.engine
     record.media_type = parsed.media_type
     record.pages = parsed.page_count
@@ -166,7 +168,8 @@ def extract_document(
     elif mode == "skip":
         record.identifiers = find_identifiers(load_markdown(store, parse))
         wrapper = skip_wrapper(snapshot, parse, template, rule, record.identifiers)
-        record.extraction_path = store.write_json(output_path, wrapper)
+        store.write_json(output_path, wrapper)
+        record.extraction_path = output_path
         record.fields = wrapper["fields"]
         record.reason = "skip mode: text and tables ready for review, no LLM extraction configured"
     elif llm is None:
@@ -199,7 +202,8 @@ def extract_document(
                 if record.unverified_fields
                 else f"completeness {outcome.completeness:.0%}; every value verified or not reported"
             )
-            record.extraction_path = store.write_json(
+            record.extraction_path = output_path
+            store.write_json(
                 output_path,
                 {
                     "schema": "atlas.llm_extraction/1",

@@ -2,6 +2,8 @@
 
 Snapshots are content-addressed and never overwritten; parses are cached by (bytes, parser fingerprint); the
 records under ``documents/<key>/`` describe the latest state of each partition and are what aggregates read.
+Artifact paths in records (``*_path``) are relative to the artifact store, so a store can move (local folder →
+``s3://``, see ``atlas migrate``) without rewriting a record; ``Store.url`` turns them into locations to open.
 """
 
 from __future__ import annotations

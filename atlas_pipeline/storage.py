@@ -109,3 +109,11 @@ class Store:
             return self.read_json(relative)
         except FileNotFoundError:
             return default
+
+    def files(self) -> list[str]:
+        """Relative paths of every object in the store, sorted (half-written local temporaries left out)."""
+        if not self.fs.exists(self.root):
+            return []
+        found = self.fs.find(self.root, withdirs=False)
+        relative = (posixpath.relpath(path, self.root) for path in found)
+        return sorted(path for path in relative if not posixpath.basename(path).startswith(".tmp-"))

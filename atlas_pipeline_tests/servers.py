@@ -86,10 +86,12 @@ class ScriptedLLM:
 
 
 @contextlib.contextmanager
-def scripted_openai_server(log_dir: Path) -> Iterator[ScriptedLLM]:
-    port = free_port()
+def scripted_openai_server(log_dir: Path, port: int | None = None) -> Iterator[ScriptedLLM]:
+    """The scripted OpenAI-compatible server (``openai_server.py``) on 127.0.0.1; ``port`` to come back on the same
+    address after a stop."""
+    port = port or free_port()
     root = f"http://127.0.0.1:{port}"
-    with (log_dir / "openai_server.log").open("wb") as log:
+    with (log_dir / "openai_server.log").open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "atlas_pipeline_tests.openai_server", "--port", str(port)],
             stdout=log,

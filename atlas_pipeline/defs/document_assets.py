@@ -10,6 +10,7 @@ from atlas_pipeline.exports import REVIEW_TIERS
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
 from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
+from atlas_pipeline.storage import Store
 
 GROUP = "documents"
 PREVIEW_CHARS = 1500
@@ -29,6 +30,11 @@ def _problem_metadata(problem: Problem | None) -> dict:
     return {"status": problem.status, "reason": f"{problem.stage}: {problem.reason}"}
 
 
+def _artifact(store: Store, relative: str) -> dg.MetadataValue | str:
+    """A clickable location of an artifact in the store (records keep store-relative paths)."""
+    return dg.MetadataValue.path(store.url(relative)) if relative else "none"
+
+
 @dg.asset(
     partitions_def=documents_partitions,
     group_name=GROUP,
@@ -39,7 +45,8 @@ def _problem_metadata(problem: Problem | None) -> dict:
 )
 def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     entry = atlas.catalog_entry(context.partition_key)
-    record = take_snapshot(atlas.open_knowledge_base(), atlas.store(), entry, max_bytes=atlas.max_bytes)
+    store = atlas.store()
+    record = take_snapshot(atlas.open_knowledge_base(), store, entry, max_bytes=atlas.max_bytes)
     if record.problem:
         context.log.warning(f"{record.key}: {record.problem.status}: {record.problem.reason}")
     return dg.MaterializeResult(
@@ -50,7 +57,7 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
             "size_bytes": record.size,
             "media_type": record.media_type or "unknown",
             "pages": record.pages if record.pages is not None else -1,
-            "snapshot": dg.MetadataValue.path(record.snapshot_path) if record.snapshot_path else "none",
+            "snapshot": _artifact(store, record.snapshot_path),
         },
         data_version=dg.DataVersion(record.sha256 or f"missing:{record.taken_at}"),
     )
@@ -103,7 +110,7 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
             "characters": record.characters,
             "ocr_pages": str(record.ocr_pages),
             "warnings": len(record.warnings),
-            "text": dg.MetadataValue.path(record.text_path) if record.text_path else "none",
+            "text": _artifact(store, record.text_path),
             "preview": dg.MetadataValue.md(_preview_text(parsed, record)),
         },
         data_version=version,
@@ -113,7 +120,7 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
         metadata={
             **common,
             "tables": record.tables,
-            "tables_file": dg.MetadataValue.path(record.tables_path) if record.tables_path else "none",
+            "tables_file": _artifact(store, record.tables_path),
             "captions": dg.MetadataValue.md(_captions(parsed)),
         },
         data_version=version,
@@ -196,7 +203,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "prompt_tokens": record.prompt_tokens,
                 "completion_tokens": record.completion_tokens,
                 "processing_seconds": record.processing_seconds,
-                "extraction": dg.MetadataValue.path(record.extraction_path) if record.extraction_path else "none",
+                "extraction": _artifact(store, record.extraction_path),
             },
             check_results=[check],
             data_version=dg.DataVersion(f"{record.sha256}:{record.template_hash}:{record.mode}"),
