@@ -251,6 +251,28 @@ def command_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_check_instance(args: argparse.Namespace) -> int:
+    """Validate Dagster instance config files (e.g. deploy/k8s/dagster.yaml) without connecting to anything."""
+    from pathlib import Path
+
+    from atlas_pipeline.instance import validate_instance_config
+
+    failed = 0
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            print(f"{name}: no such file", file=sys.stderr)
+            failed += 1
+            continue
+        problems = validate_instance_config(path)
+        failed += bool(problems)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if not problems:
+            print(f"{name}: valid")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atlas", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -277,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--from-exports", default="var/exports", help="old ATLAS_EXPORTS (default %(default)s)")
     migrate.add_argument("--quiet", action="store_true", help="no progress lines")
     migrate.set_defaults(handler=command_migrate)
+    check = commands.add_parser("check-instance", help=command_check_instance.__doc__)
+    check.add_argument("files", nargs="+", metavar="DAGSTER_YAML")
+    check.set_defaults(handler=command_check_instance)
     settings = commands.add_parser("settings", help=command_settings.__doc__)
     settings.set_defaults(handler=command_settings)
     return parser

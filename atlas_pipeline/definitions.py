@@ -7,6 +7,7 @@ from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_job
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor
+from atlas_pipeline.executors import build_executor
 from atlas_pipeline.settings import AtlasSettings, load_settings
 
 
@@ -26,7 +27,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
         jobs=[document_job, aggregates_job],
         sensors=[build_knowledge_base_sensor(settings, version), build_automation_sensor(settings)],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},
-        executor=dg.in_process_executor,
+        executor=build_executor(settings.executor, settings.executor_config),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -32,3 +33,54 @@ def prepare_dagster_home(instance_config: str = "") -> Path:
             raise FileNotFoundError(f"ATLAS_INSTANCE_CONFIG={instance_config!r}: no such instance config file")
         shutil.copyfile(source, config)
     return home
+
+
+CONFIGURABLE_SECTIONS = (
+    "run_launcher",
+    "run_coordinator",
+    "compute_logs",
+    "local_artifact_storage",
+    "run_storage",
+    "event_log_storage",
+    "schedule_storage",
+    "scheduler",
+)
+
+
+def config_errors(config_type: object, value: object) -> list[str]:
+    """Schema errors of ``value`` against a Dagster config type (``{env: X}`` sources are not resolved)."""
+    from dagster._config import validate_config
+
+    result = validate_config(config_type, value)
+    return [] if result.success else [error.message for error in result.errors]
+
+
+def validate_instance_config(path: Path) -> list[str]:
+    """Problems with an instance config file (``dagster.yaml``): the top-level schema as Dagster checks it, then
+    the config of every class it names (run launcher, coordinator, storages, …), imported from its package.
+    Nothing is connected to, so a Kubernetes or Celery config can be checked on a laptop."""
+    from dagster._core.errors import DagsterInvalidConfigError
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster_shared.yaml_utils import load_yaml_from_path
+
+    path = Path(path)
+    try:
+        dagster_instance_config(str(path.parent), path.name)
+    except DagsterInvalidConfigError as error:
+        return [f"{path}: {error}"]
+    raw = load_yaml_from_path(str(path)) or {}
+    problems = []
+    for section in CONFIGURABLE_SECTIONS:
+        entry = raw.get(section)
+        if not entry:
+            continue
+        try:
+            module = importlib.import_module(entry["module"])
+            cls = getattr(module, entry["class"])
+        except (ImportError, AttributeError) as error:
+            problems.append(f"{path}: {section}: cannot load {entry['module']}.{entry['class']} ({error})")
+            continue
+        problems += [
+            f"{path}: {section}: {message}" for message in config_errors(cls.config_type(), entry.get("config") or {})
+        ]
+    return problems

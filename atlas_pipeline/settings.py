@@ -95,6 +95,14 @@ class AtlasSettings(BaseSettings):
         "json_object; a server that rejects one gets the next.",
     )
     llm_max_tokens: int = Field(4096, ge=64, le=200_000, description="Maximum tokens of one LLM answer.")
+    executor: Literal["in_process", "multiprocess", "k8s", "celery"] = Field(
+        "in_process",
+        description="Dagster executor of the jobs: in_process (one process per run), multiprocess, or a scale-out "
+        "executor (k8s, celery: needs the `scale-out` extra); see docs/operations.md.",
+    )
+    executor_config: str = Field(
+        "", description="YAML file with the executor's config, e.g. deploy/k8s/executor.yaml (empty: defaults)."
+    )
 
     @field_validator("knowledge_base", "artifacts", "exports", "seeds_dir")
     @classmethod
