@@ -30,8 +30,8 @@ def _print_summary(states) -> None:
 _WORKER: dict = {}
 
 
-def _run_one(key: str, defs=None, instance=None) -> tuple[str, bool, float]:
-    """Materialise one document's assets in-process; in a worker process, definitions and instance are cached."""
+def _worker_context(defs=None, instance=None):
+    """Definitions and instance: given, or (in a worker process) built once and cached."""
     import dagster as dg
 
     from atlas_pipeline.definitions import build_definitions
@@ -41,31 +41,69 @@ def _run_one(key: str, defs=None, instance=None) -> tuple[str, bool, float]:
             _WORKER["defs"] = build_definitions(load_settings())
             _WORKER["instance"] = dg.DagsterInstance.get()
         defs, instance = _WORKER["defs"], _WORKER["instance"]
+    return defs, instance
+
+
+def _run_batch(keys: list[str], defs=None, instance=None) -> list[tuple[str, bool, float]]:
+    """Materialise the documents of ``keys`` (consecutive partitions) in one Dagster run — one run per document
+    when there is one key. A batch whose run fails is run again one document per run, so a document that raises
+    fails alone, with its own reason."""
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    defs, instance = _worker_context(defs, instance)
+    job = defs.resolve_job_def("document_job")
+    tags = {"atlas/launched_by": "atlas run"}
     began = time.perf_counter()
-    result = defs.resolve_job_def("document_job").execute_in_process(
-        partition_key=key,
-        instance=instance,
-        raise_on_error=False,
-        run_config=QUIET_RUN_CONFIG,
-        tags={"atlas/launched_by": "atlas run"},
-    )
-    return key, result.success, time.perf_counter() - began
+    if len(keys) == 1:
+        result = job.execute_in_process(
+            partition_key=keys[0], instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags
+        )
+        return [(keys[0], result.success, time.perf_counter() - began)]
+    tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags)
+    if not result.success:
+        return [outcome for key in keys for outcome in _run_batch([key], defs, instance)]
+    each = (time.perf_counter() - began) / len(keys)
+    return [(key, True, each) for key in keys]
 
 
-def run_documents(keys: list[str], workers: int, defs, instance):
-    """Yield (key, success, seconds) per document as runs finish; ``workers`` > 1 runs documents in parallel
-    processes (each run is still one Dagster run in the instance)."""
-    if workers <= 1 or len(keys) <= 1:
-        for key in keys:
-            yield _run_one(key, defs, instance)
+def batches(keys: list[str], ordered: list[str], size: int) -> list[list[str]]:
+    """``keys`` cut into runs of at most ``size`` partitions that are consecutive in the partition order
+    (``ordered``): a batched run targets a partition range, which must not take in documents not asked for."""
+    wanted, groups, current = set(keys), [], []
+    for key in ordered:
+        if key in wanted:
+            current.append(key)
+            if len(current) == size:
+                groups.append(current)
+                current = []
+        elif current:
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    missing = [key for key in keys if key not in set(ordered)]
+    return groups + [[key] for key in missing]
+
+
+def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1):
+    """Yield (key, success, seconds) per document as runs finish; ``batch`` > 1 materialises up to that many
+    documents per Dagster run, ``workers`` > 1 runs batches in parallel processes."""
+    from atlas_pipeline.defs.partitions import documents_partitions
+
+    ordered = list(instance.get_dynamic_partitions(documents_partitions.name))
+    groups = batches(keys, ordered, max(1, batch))
+    if workers <= 1 or len(groups) <= 1:
+        for group in groups:
+            yield from _run_batch(group, defs, instance)
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_one, key) for key in keys]
+        futures = [pool.submit(_run_batch, group) for group in groups]
         for future in as_completed(futures):
-            yield future.result()
+            yield from future.result()
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -101,7 +139,9 @@ def command_run(args: argparse.Namespace) -> int:
             entries = [entry for entry in entries if entry.key in set(args.only)]
         started = time.perf_counter()
         keys = [entry.key for entry in entries]
-        for number, (key, success, seconds) in enumerate(run_documents(keys, args.workers, defs, instance), 1):
+        for number, (key, success, seconds) in enumerate(
+            run_documents(keys, args.workers, defs, instance, args.batch), 1
+        ):
             record = read_record(store, key, "extraction", ExtractionRecord)
             if success and record is not None:
                 outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
@@ -284,6 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="documents processed in parallel processes (default 1; the layout model already uses several threads)",
+    )
+    run.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="documents per Dagster run (default 1; e.g. 50 for bulk loads: Dagster's per-run cost is paid once)",
     )
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help=command_status.__doc__)

@@ -54,12 +54,12 @@ def test_killed_run_is_retried_and_the_document_lands(tmp_path):
             time.sleep(0.5)
         assert killed, "no run reached document_parse"
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # the extraction lands, and the run that made it has finished
             extraction = latest_metadata(instance, "document_extraction", "scan.pdf")
-            if extraction is not None:
+            runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "scan.pdf"}))
+            if extraction is not None and all(run.is_finished for run in runs):
                 break
             time.sleep(2)
-        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "scan.pdf"}))
         assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE
         retries = [r for r in runs if r.tags.get("dagster/retry_number") == "1"]
         assert retries and retries[0].status == dg.DagsterRunStatus.SUCCESS  # re-run by run retries, no manual step

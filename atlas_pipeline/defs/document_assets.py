@@ -1,9 +1,17 @@
-"""Per-document assets: snapshot → text and tables (one parse) → extraction. Each is a thin wrapper."""
+"""Per-document assets: snapshot → text and tables (one parse) → extraction. Each is a thin wrapper.
 
+A run materialises one partition (what the sensor requests) or a range of them (a batched run, ``atlas run
+--batch N``: one run for many documents, so the per-run cost of Dagster is paid once). Metadata is recorded per
+partition either way; a data version only for single-partition runs, since Dagster keeps one per run output.
+"""
+
+from collections import Counter
+from collections.abc import Callable
 from typing import TypeVar
 
 import dagster as dg
 
+from atlas_pipeline.catalog import load_catalog
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.exports import REVIEW_TIERS
@@ -22,6 +30,30 @@ def _require(value: T | None, what: str, key: str) -> T:
     if value is None:
         raise dg.Failure(description=f"{what} of document {key!r} is missing: materialise its upstream asset first")
     return value
+
+
+def each_partition(context: dg.AssetExecutionContext, work: Callable[[str], T]) -> dict[str, T]:
+    """``work(key)`` for every partition of the run. In a batched run a document that raises does not stop the
+    others: the step fails at the end naming them (``atlas run`` then gives those documents a run each)."""
+    keys = context.partition_keys
+    if len(keys) == 1:
+        return {keys[0]: work(keys[0])}
+    results: dict[str, T] = {}
+    errors: dict[str, str] = {}
+    for key in keys:
+        try:
+            results[key] = work(key)
+        except Exception as error:  # reported below with the key; the step still fails
+            errors[key] = f"{type(error).__name__}: {error}"
+            context.log.error(f"{key}: {errors[key]}")
+    if errors:
+        listed = "; ".join(f"{key}: {message}" for key, message in list(errors.items())[:5])
+        raise dg.Failure(description=f"{len(errors)} of {len(keys)} documents of this batch raised: {listed}")
+    return results
+
+
+def _single_version(results: dict[str, tuple[dict, str]]) -> dg.DataVersion | None:
+    return dg.DataVersion(next(iter(results.values()))[1]) if len(results) == 1 else None
 
 
 def _problem_metadata(problem: Problem | None) -> dict:
@@ -44,13 +76,14 @@ def _artifact(store: Store, relative: str) -> dg.MetadataValue | str:
     "Nothing downstream reads the knowledge base again.",
 )
 def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    entry = atlas.catalog_entry(context.partition_key)
-    store = atlas.store()
-    record = take_snapshot(atlas.open_knowledge_base(), store, entry, max_bytes=atlas.max_bytes)
-    if record.problem:
-        context.log.warning(f"{record.key}: {record.problem.status}: {record.problem.reason}")
-    return dg.MaterializeResult(
-        metadata={
+    store, knowledge_base = atlas.store(), atlas.open_knowledge_base()
+    catalog = load_catalog(store) if len(context.partition_keys) > 1 else None
+
+    def snapshot(key: str) -> tuple[dict, str]:
+        record = take_snapshot(knowledge_base, store, atlas.catalog_entry(key, catalog), max_bytes=atlas.max_bytes)
+        if record.problem:
+            context.log.warning(f"{record.key}: {record.problem.status}: {record.problem.reason}")
+        metadata = {
             **_problem_metadata(record.problem),
             "source_path": record.source_path,
             "sha256": record.sha256,
@@ -58,9 +91,13 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
             "media_type": record.media_type or "unknown",
             "pages": record.pages if record.pages is not None else -1,
             "snapshot": _artifact(store, record.snapshot_path),
-        },
-        data_version=dg.DataVersion(record.sha256 or f"missing:{record.taken_at}"),
-    )
+        }
+        return metadata, record.sha256 or f"missing:{record.taken_at}"
+
+    results = each_partition(context, snapshot)
+    for key, (metadata, _) in results.items():
+        context.add_asset_metadata(metadata, partition_key=key)
+    return dg.MaterializeResult(data_version=_single_version(results))
 
 
 @dg.multi_asset(
@@ -88,23 +125,21 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
 )
 def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
     """Parse each document once; the same parse yields both the text and the tables."""
-    key = context.partition_key
-    store = atlas.store()
-    snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
-    record, parsed = parse_snapshot(store, snapshot, atlas.parse_options())
-    if record.problem:
-        context.log.warning(f"{key}: {record.problem.status}: {record.problem.reason}")
-    common = {
-        **_problem_metadata(record.problem),
-        "cached": record.cached,
-        "parse_seconds": record.seconds,
-        "engine": record.engine or "none",
-        "parser_fingerprint": record.parser,
-    }
-    version = dg.DataVersion(f"{record.sha256}:{record.parser}")
-    yield dg.MaterializeResult(
-        asset_key="document_text",
-        metadata={
+    store, options = atlas.store(), atlas.parse_options()
+
+    def parse(key: str) -> tuple[dict, str]:
+        snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
+        record, parsed = parse_snapshot(store, snapshot, options)
+        if record.problem:
+            context.log.warning(f"{key}: {record.problem.status}: {record.problem.reason}")
+        common = {
+            **_problem_metadata(record.problem),
+            "cached": record.cached,
+            "parse_seconds": record.seconds,
+            "engine": record.engine or "none",
+            "parser_fingerprint": record.parser,
+        }
+        text = {
             **common,
             "pages": record.pages,
             "characters": record.characters,
@@ -112,19 +147,22 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
             "warnings": len(record.warnings),
             "text": _artifact(store, record.text_path),
             "preview": dg.MetadataValue.md(_preview_text(parsed, record)),
-        },
-        data_version=version,
-    )
-    yield dg.MaterializeResult(
-        asset_key="document_tables",
-        metadata={
+        }
+        tables = {
             **common,
             "tables": record.tables,
             "tables_file": _artifact(store, record.tables_path),
             "captions": dg.MetadataValue.md(_captions(parsed)),
-        },
-        data_version=version,
-    )
+        }
+        return {"document_text": text, "document_tables": tables}, f"{record.sha256}:{record.parser}"
+
+    results = each_partition(context, parse)
+    for key, (metadata, _) in results.items():
+        for asset_name, values in metadata.items():
+            context.add_asset_metadata(values, asset_key=asset_name, partition_key=key)
+    version = _single_version(results)
+    yield dg.MaterializeResult(asset_key="document_text", data_version=version)
+    yield dg.MaterializeResult(asset_key="document_tables", data_version=version)
 
 
 def _preview_text(parsed: ParsedDocument | None, record: ParseRecord) -> str:
@@ -165,35 +203,27 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
     def document_extraction(
         context: dg.AssetExecutionContext, atlas: AtlasResource, llm: LLMResource
     ) -> dg.MaterializeResult:
-        key = context.partition_key
         store = atlas.store()
-        snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
-        parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
         template, rule = atlas.load_template(), atlas.load_rule()
         mode = atlas.mode(rule, llm.configured)
         client = llm.client(cache=store) if mode == "llm" and llm.configured else None
-        record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client)
-        context.log.info(f"{key}: {record.status.value}: {record.reason}")
-        needs_review = [
-            name
-            for name, field in record.fields.items()
-            if isinstance(field, dict) and field.get("tier") in REVIEW_TIERS
-        ]
-        check = dg.AssetCheckResult(
-            check_name="quote_grounding",
-            passed=not needs_review,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "mode": mode,
-                "fields_needing_review": len(needs_review),
-                "fields": ", ".join(needs_review) or "none",
-            },
-        )
-        return dg.MaterializeResult(
-            metadata={
+
+        def extract(key: str) -> tuple[dict, str]:
+            snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
+            parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
+            record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client)
+            if len(context.partition_keys) == 1:  # a batch logs one summary: each log line is an event to store
+                context.log.info(f"{key}: {record.status.value}: {record.reason}")
+            needs_review = [
+                name
+                for name, field in record.fields.items()
+                if isinstance(field, dict) and field.get("tier") in REVIEW_TIERS
+            ]
+            metadata = {
                 "status": record.status.value,
                 "reason": record.reason,
                 "mode": record.mode,
+                "sha256": record.sha256,
                 "completeness": record.completeness if record.completeness is not None else -1.0,
                 "template": f"{record.template_code}@{record.template_version}",
                 "template_hash": record.template_hash,
@@ -204,10 +234,40 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "completion_tokens": record.completion_tokens,
                 "processing_seconds": record.processing_seconds,
                 "extraction": _artifact(store, record.extraction_path),
-            },
-            check_results=[check],
-            data_version=dg.DataVersion(f"{record.sha256}:{record.template_hash}:{record.mode}"),
+                "fields_needing_review": ", ".join(needs_review) or "none",
+            }
+            return metadata, f"{record.sha256}:{record.template_hash}:{record.mode}"
+
+        results = each_partition(context, extract)
+        for key, (metadata, _) in results.items():
+            context.add_asset_metadata(metadata, partition_key=key)
+        if len(results) > 1:
+            counts = Counter(metadata["status"] for metadata, _ in results.values())
+            context.log.info(f"{len(results)} documents: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        review = {
+            key: m["fields_needing_review"] for key, (m, _) in results.items() if m["fields_needing_review"] != "none"
+        }
+        if len(results) == 1:
+            fields = next(iter(review.values()), "none")
+            check_metadata = {
+                "mode": mode,
+                "fields_needing_review": 0 if fields == "none" else len(fields.split(", ")),
+                "fields": fields,
+            }
+        else:  # one check result per run: Dagster 1.13 checks are not per partition
+            check_metadata = {
+                "mode": mode,
+                "documents": len(results),
+                "documents_needing_review": len(review),
+                "fields": dg.MetadataValue.json(review),
+            }
+        check = dg.AssetCheckResult(
+            check_name="quote_grounding",
+            passed=not review,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata=check_metadata,
         )
+        return dg.MaterializeResult(check_results=[check], data_version=_single_version(results))
 
     return document_extraction
 

@@ -33,16 +33,19 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_extraction"), asset_partitions=[e.key for e in entries]),
         limit=3 * len(entries),
     ).records
-    latest: dict[str, dict[str, str]] = {}
+    latest: dict[str, dg.AssetMaterialization] = {}
     for record in records:  # newest first
         materialization = record.asset_materialization
         if materialization is not None and materialization.partition:
-            latest.setdefault(materialization.partition, dict(materialization.tags or {}))
+            latest.setdefault(materialization.partition, materialization)
     done = set()
     for entry in entries:
-        tags = latest.get(entry.key, {})
-        same_version = tags.get("dagster/code_version") == version
-        if same_version and tags.get("dagster/data_version", "").startswith(entry.sha256):
+        materialization = latest.get(entry.key)
+        if materialization is None or (materialization.tags or {}).get("dagster/code_version") != version:
+            continue
+        sha = materialization.metadata.get("sha256")  # per partition, also in batched runs
+        made_from = sha.value if sha is not None else (materialization.tags or {}).get("dagster/data_version", "")
+        if str(made_from).startswith(entry.sha256):
             done.add(entry.key)
     return done
 
