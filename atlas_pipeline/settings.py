@@ -73,7 +73,7 @@ class AtlasSettings(BaseSettings):
     )
     pdf_engine: Literal["layout", "legacy"] = Field(
         "layout",
-        description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (faster, no tables).",
+        description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (no layout model, no tables).",
     )
     max_document_mb: float = Field(200.0, gt=0, description="Larger documents are skipped with a reason.")
     postprocess_mode: Literal["auto", "skip", "llm"] = Field(
