@@ -26,6 +26,13 @@ from bench.report import table, write_report
 from eval.fidelity import CORPUS
 
 GOAL = 1.5  # whole pipeline vs default pymupdf4llm.to_markdown, pages/s
+SCALING_NOTE = (
+    "The baseline uses the same layout model (pymupdf4llm 1.28's default), so the gain per core comes only from "
+    "parsing each page once and not OCR-ing figures of born-digital pages (parse_document ≈ 1.2× to_markdown). "
+    "One parse already keeps both cores busy (ONNX Runtime's thread pool plus the feature extraction), so a second "
+    "process mostly shares the same two cores: that, and the fixed cost of starting `atlas run` and writing the "
+    "exports, bounds the whole pipeline on this machine. On machines with more cores `--workers` scales."
+)
 
 
 def corpus_pdfs(limit: int | None) -> list[Path]:
@@ -112,6 +119,40 @@ def time_pipeline(pdfs: list[Path], workers: int, batch: int = 1) -> tuple[float
     return seconds, summary
 
 
+SCALING_SCRIPT = """
+import sys, time
+from pathlib import Path
+from atlas_pipeline.parsing import parse_document
+paths = [Path(p) for p in sys.argv[1:]]
+parse_document(paths[0].read_bytes(), paths[0].name)  # load the layout model first
+started = time.perf_counter()
+for path in paths:
+    parse_document(path.read_bytes(), path.name)
+print(time.perf_counter() - started)
+"""
+
+
+def core_scaling(pdfs: list[Path]) -> list[list[object]]:
+    """Does a second process add throughput? The same documents parsed by one process alone, then by two
+    processes at once (each its own half); each timed after loading the model."""
+    half = len(pdfs) // 2
+    groups = [pdfs[:half], pdfs[half : 2 * half]]
+
+    def launch(group: list[Path]) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", SCALING_SCRIPT, *map(str, group)], stdout=subprocess.PIPE, text=True
+        )
+
+    alone = [float(launch(group).communicate()[0]) for group in groups]
+    processes = [launch(group) for group in groups]
+    together = [float(process.communicate()[0]) for process in processes]
+    throughput = sum(alone) / max(together)
+    return [
+        ["one process at a time", f"{alone[0]:.1f} + {alone[1]:.1f}", sum(alone), 1.0],
+        ["two processes at once", f"{together[0]:.1f} ‖ {together[1]:.1f}", max(together), throughput],
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="only the first N PDFs (quick check)")
@@ -147,6 +188,12 @@ def main() -> None:
             ("Goal", f"whole pipeline ≥ {GOAL}× the pages/s of default pymupdf4llm.to_markdown: {verdict}."),
             ("Pipeline runs", "\n".join(notes)),
             ("Profile of parse_document (what bounds the throughput)", profile_parse(pdfs[0])),
+            (
+                "Does a second process help? (parse_document, 2 × 3 PDFs)",
+                table(["how", "seconds per half", "wall seconds", "throughput ×"], core_scaling(pdfs[:6]))
+                + "\n\n"
+                + SCALING_NOTE,
+            ),
         ],
     )
 

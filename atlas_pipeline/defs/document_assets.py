@@ -207,6 +207,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         template, rule = atlas.load_template(), atlas.load_rule()
         mode = atlas.mode(rule, llm.configured)
         client = llm.client(cache=store) if mode == "llm" and llm.configured else None
+        review: dict[str, list[str]] = {}  # key → fields whose quote is approximate or unverified
 
         def extract(key: str) -> tuple[dict, str]:
             snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
@@ -219,6 +220,8 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 for name, field in record.fields.items()
                 if isinstance(field, dict) and field.get("tier") in REVIEW_TIERS
             ]
+            if needs_review:
+                review[key] = needs_review
             metadata = {
                 "status": record.status.value,
                 "reason": record.reason,
@@ -244,16 +247,9 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         if len(results) > 1:
             counts = Counter(metadata["status"] for metadata, _ in results.values())
             context.log.info(f"{len(results)} documents: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-        review = {
-            key: m["fields_needing_review"] for key, (m, _) in results.items() if m["fields_needing_review"] != "none"
-        }
         if len(results) == 1:
-            fields = next(iter(review.values()), "none")
-            check_metadata = {
-                "mode": mode,
-                "fields_needing_review": 0 if fields == "none" else len(fields.split(", ")),
-                "fields": fields,
-            }
+            fields = next(iter(review.values()), [])
+            check_metadata = {"mode": mode, "fields_needing_review": len(fields), "fields": ", ".join(fields) or "none"}
         else:  # one check result per run: Dagster 1.13 checks are not per partition
             check_metadata = {
                 "mode": mode,
