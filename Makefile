@@ -28,7 +28,7 @@ llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local mo
 eval: setup ## Fidelity evaluation against the corpus gold (about 1 minute); writes eval/reports/fidelity.md
 	$(BIN)/python -m eval.fidelity
 
-bench: bench-quotes bench-ingest bench-pipeline bench-scale ## Every benchmark (about 15 minutes)
+bench: bench-quotes bench-ingest bench-pipeline bench-scale ## Every benchmark (about 40 minutes)
 
 bench-quotes: setup
 	$(BIN)/python -m bench.quotes

@@ -142,6 +142,45 @@ def overhead(sizes: list[int], batch: int, reports: bool = False) -> list[list[o
     return rows
 
 
+PROFILED = [  # (what, file suffix, function): where the time of a batched run goes
+    ("the whole batched run", "job_definition.py", "execute_in_process"),
+    ("Dagster: storing events in SQLite (all)", "sqlite_event_log.py", "store_event"),
+    ("Dagster: planned-materialisation events at run creation", "run_domain.py", "_log_asset_planned_events"),
+    (
+        "Dagster: materialisation events of the outputs",
+        "execute_step.py",
+        "_log_materialization_or_observation_events_for_asset",
+    ),
+    ("Atlas: take_snapshot", "processing.py", "take_snapshot"),
+    ("Atlas: parse_snapshot", "processing.py", "parse_snapshot"),
+    ("Atlas: extract_document", "processing.py", "extract_document"),
+]
+
+
+def profile_batched(size: int) -> list[list[object]]:
+    """cProfile of one batched run over ``size`` small documents: cumulative seconds of the parts that matter."""
+    import cProfile
+    import pstats
+
+    with tempfile.TemporaryDirectory() as folder:
+        workspace = Workspace(Path(folder))
+        for name, text in small_documents(size):
+            (workspace.kb / name).write_text(text)
+        keys = workspace.register()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        workspace.run_all(keys, batch=size)
+        profiler.disable()
+    stats = pstats.Stats(profiler).stats  # (file, line, function) → (calls, primitive, total, cumulative, callers)
+    total = next(v[3] for (f, _, fn), v in stats.items() if f.endswith(PROFILED[0][1]) and fn == PROFILED[0][2])
+    rows = []
+    for what, suffix, function in PROFILED:
+        found = [(v[0], v[3]) for (f, _, fn), v in stats.items() if f.endswith(suffix) and fn == function]
+        calls, seconds = sum(c for c, _ in found), sum(s for _, s in found)
+        rows.append([what, calls, seconds, seconds / total, seconds / size])
+    return rows
+
+
 def rematerialisation(limit: int | None, batch: int) -> list[list[object]]:
     pdfs = sorted((CORPUS / "rct").glob("*.pdf"))[:limit]
     rows = []
@@ -196,6 +235,7 @@ def main() -> None:
     args = parser.parse_args()
     over = overhead(args.sizes, args.batch)
     real = overhead(args.report_sizes, args.batch, reports=True)
+    profiled = profile_batched(args.batch)
     remat = rematerialisation(args.limit, args.batch)
     largest, real_largest = over[-1], real[-1]
 
@@ -219,6 +259,9 @@ def main() -> None:
             )),
             ("Re-materialisation of unchanged documents", table(
                 ["mode", "documents", "first s", "second s", "speed-up", "LLM calls first → second"], remat
+            )),
+            (f"Where a batched run of {args.batch} small documents spends its time (cProfile)", table(
+                ["part", "calls", "cumulative s", "share of the run", "s per document"], profiled
             )),
             ("Notes", OVERHEAD_NOTE),
             ("Goals", f"- overhead ≤ 10% of wall time, RCT report PDFs ({real_largest[0]} documents): one run per "

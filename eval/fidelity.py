@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from atlas_pipeline.extraction.extractor import numbers_in
-from atlas_pipeline.extraction.quotes import match_quote
+from atlas_pipeline.extraction.quotes import match_quote, normalize
 from atlas_pipeline.parsing import ParsedDocument, parse_document
 from atlas_pipeline.settings import PROJECT_ROOT
 from bench.report import table, write_report
@@ -71,6 +71,20 @@ def scope_of(parsed: ParsedDocument) -> str:
     return parsed.markdown + "\n\n" + parsed.tables_text
 
 
+def longest_found_prefix(quote: str, scope: str) -> tuple[str, str]:
+    """The longest start of the (normalised) quote found verbatim in the (normalised) scope, and the rest: says
+    where a quote stops being in our text."""
+    needle, haystack = normalize(quote).text, normalize(scope).text
+    low, high = 0, len(needle)
+    while low < high:  # the largest n such that needle[:n] occurs
+        middle = (low + high + 1) // 2
+        if needle[:middle] in haystack:
+            low = middle
+        else:
+            high = middle - 1
+    return needle[:low], needle[low:]
+
+
 def grounding(parses: Parses) -> tuple[list[list[object]], dict[str, float]]:
     rows, verified, found, total, accepted, altered = [], 0, 0, 0, 0, 0
     rng = random.Random(7)
@@ -86,7 +100,11 @@ def grounding(parses: Parses) -> tuple[list[list[object]], dict[str, float]]:
         verified += match.confidence >= 0.95
         found += match.confidence >= 0.80
         if match.confidence < 0.80:
-            misses.append(f"{row['pmcid']}: {quote[:90]!r}")
+            found_part, rest = longest_found_prefix(quote, scope)
+            misses.append(
+                f"{row['pmcid']}: {quote[:90]!r} — normalised, our text has the first {len(found_part)} of "
+                f"{len(found_part) + len(rest)} characters (…{found_part[-30:]!r}); not there after it: {rest[:40]!r}"
+            )
         digits = [i for i, char in enumerate(quote) if char.isdigit()]
         for position in rng.sample(digits, min(5, len(digits))):
             other = rng.choice([d for d in "0123456789" if d != quote[position]])
@@ -189,7 +207,7 @@ def main() -> None:
         [
             ("Goals", table(["measure", "goal", "ours", "met"], goals)),
             ("Grounding (human evidence quotes)", table(["measure", "count", "share"], grounding_rows)),
-            ("Quotes not found", bullets(g["misses"])),
+            ("Quotes not found (how far each one is in our text)", bullets(g["misses"])),
             ("Tables (publisher JATS tables)", table(TABLE_HEADERS, table_rows)),
             ("Locatability (gold outcome numbers)", table(["measure", "count", "share"], locate_rows)),
             ("Gold numbers not found", bullets(loc["missing"])),
