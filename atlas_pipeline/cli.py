@@ -82,8 +82,8 @@ def batches(keys: list[str], ordered: list[str], size: int) -> list[list[str]]:
             current = []
     if current:
         groups.append(current)
-    missing = [key for key in keys if key not in set(ordered)]
-    return groups + [[key] for key in missing]
+    registered = set(ordered)
+    return groups + [[key] for key in keys if key not in registered]
 
 
 def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1):
@@ -223,7 +223,13 @@ def command_migrate(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.instance import prepare_dagster_home
-    from atlas_pipeline.migration import MigrationError, copy_instance, copy_store, verify_instance
+    from atlas_pipeline.migration import (
+        MigrationError,
+        changed_documents,
+        copy_instance,
+        copy_store,
+        verify_instance,
+    )
     from atlas_pipeline.settings import resolve_location
     from atlas_pipeline.storage import Store
 
@@ -278,12 +284,10 @@ def command_migrate(args: argparse.Namespace) -> int:
             f"  {item.asset_key:<24} {item.source_materialized:>6} → {item.target_materialized:<6} "
             f"{'same' if item.same else 'DIFFERENT'}"
         )
-    old_states = {s.key: (s.status.value, s.reason) for s in before}
-    new_states = {s.key: (s.status.value, s.reason) for s in after}
-    changed = sorted(key for key in old_states.keys() | new_states.keys() if old_states.get(key) != new_states.get(key))
-    print(f"documents: {len(old_states)} before, {len(new_states)} after, {len(changed)} with another status/reason")
-    for key in changed[:20]:
-        print(f"  - {key}: {old_states.get(key)} → {new_states.get(key)}")
+    changed = changed_documents(before, after)
+    print(f"documents: {len(before)} before, {len(after)} after, {len(changed)} with another status/reason")
+    for key, old, new in changed[:20]:
+        print(f"  - {key}: {old} → {new}")
     if changed or not all(item.same for item in comparisons):
         print("atlas migrate: the new deployment differs from the old one (see above)", file=sys.stderr)
         return 1

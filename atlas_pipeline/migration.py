@@ -24,6 +24,7 @@ import dagster as dg
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 from dagster._time import datetime_from_timestamp
 
+from atlas_pipeline.completion import DocumentState
 from atlas_pipeline.storage import Store
 
 Progress = Callable[[str], None]
@@ -185,3 +186,14 @@ def verify_instance(source: dg.DagsterInstance, target: dg.DagsterInstance) -> l
             counts = (int(old is not None), int(new is not None))
         comparisons.append(AssetComparison(asset_key.to_user_string(), counts[0], counts[1], same))
     return comparisons
+
+
+def changed_documents(
+    before: list[DocumentState], after: list[DocumentState]
+) -> list[tuple[str, tuple[str, str] | None, tuple[str, str] | None]]:
+    """Documents whose (status, reason) differs between the two deployments (None: unknown on that side)."""
+    old = {state.key: (state.status.value, state.reason) for state in before}
+    new = {state.key: (state.status.value, state.reason) for state in after}
+    return [
+        (key, old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)
+    ]

@@ -223,12 +223,19 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.remove()
 
 
-def watched_folder_env(tmp_path: Path, knowledge_base: Path, automation_seconds: int = 2) -> dict[str, str]:
-    """ATLAS_* settings for a daemon test: a watched folder, stores under ``tmp_path``, fast sensor ticks."""
+def local_env(tmp_path: Path, knowledge_base: Path) -> dict[str, str]:
+    """ATLAS_* settings of a deployment on local folders: the knowledge base, stores under ``tmp_path``."""
     return {
         "ATLAS_KNOWLEDGE_BASE": str(knowledge_base),
         "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
         "ATLAS_EXPORTS": str(tmp_path / "exports"),
+    }
+
+
+def watched_folder_env(tmp_path: Path, knowledge_base: Path, automation_seconds: int = 2) -> dict[str, str]:
+    """ATLAS_* settings for a daemon test: a watched folder, stores under ``tmp_path``, fast sensor ticks."""
+    return {
+        **local_env(tmp_path, knowledge_base),
         "ATLAS_SENSOR_INTERVAL_SECONDS": "2",
         "ATLAS_AUTOMATION_INTERVAL_SECONDS": str(automation_seconds),
     }

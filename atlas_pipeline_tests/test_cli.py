@@ -9,6 +9,7 @@ import polars as pl
 
 from atlas_pipeline.instance import project_file
 from atlas_pipeline_tests.conftest import copy_into
+from atlas_pipeline_tests.servers import local_env
 
 BIN = Path(sys.executable).parent
 
@@ -26,12 +27,7 @@ def test_run_then_status(tmp_path, knowledge_base):
         "awkward/malformed/qpdf_bad1.pdf",
         "awkward/derived/PMC3508963_user_password_aes256.pdf",
     )
-    env = {
-        "DAGSTER_HOME": str(tmp_path / "home"),
-        "ATLAS_KNOWLEDGE_BASE": str(knowledge_base),
-        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
-        "ATLAS_EXPORTS": str(tmp_path / "exports"),
-    }
+    env = {"DAGSTER_HOME": str(tmp_path / "home"), **local_env(tmp_path, knowledge_base)}
     result = run_atlas("run", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout

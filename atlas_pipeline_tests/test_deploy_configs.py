@@ -2,6 +2,7 @@
 named classes' own schemas, the K8s run launcher and the Celery instance actually built on a real PostgreSQL, and
 the executor configs accepted by the definitions (ATLAS_EXECUTOR / ATLAS_EXECUTOR_CONFIG)."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -98,7 +99,7 @@ def test_executor_snippets_configure_the_jobs(name, monkeypatch, tmp_path):
             "-w",
             str(PROJECT_ROOT / "workspace.yaml"),
         ],
-        env={**_environ(), "ATLAS_EXECUTOR": name, "ATLAS_EXECUTOR_CONFIG": config, "DAGSTER_HOME": str(tmp_path)},
+        env={**os.environ, "ATLAS_EXECUTOR": name, "ATLAS_EXECUTOR_CONFIG": config, "DAGSTER_HOME": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -113,9 +114,3 @@ def test_invalid_executor_config_fails_at_load_with_the_variable(tmp_path):
     (tmp_path / "list.yaml").write_text("- a\n")
     with pytest.raises(SettingsError, match="expected a mapping"):
         build_executor("celery", str(tmp_path / "list.yaml"))
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)

@@ -14,6 +14,7 @@ from atlas_pipeline.settings import load_settings
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline_tests.conftest import corpus_file
 from atlas_pipeline_tests.servers import dagster_daemon, free_port, scripted_openai_server, watched_folder_env
+from atlas_pipeline_tests.test_cli import run_atlas
 from atlas_pipeline_tests.test_daemon import latest_metadata
 
 pytestmark = pytest.mark.daemon
@@ -81,7 +82,7 @@ def test_llm_faults_end_failed_with_reasons_never_stuck(tmp_path):
         # the endpoint is back: re-running a failed document (UI "materialize" / atlas run --only) extracts it
         with scripted_openai_server(tmp_path, port=port) as back:
             back.script(default={"content": "{}"})
-            run = run_atlas_only("PMC1949842.nxml", env)
+            run = run_atlas("run", "--only", "PMC1949842.nxml", env=env, cwd=tmp_path)
             assert run.returncode == 0, run.stdout + run.stderr
             assert (
                 "[1/1] PMC1949842.nxml: " in run.stdout and "failed" not in run.stdout.split("[1/1]")[1].split("\n")[0]
@@ -90,12 +91,3 @@ def test_llm_faults_end_failed_with_reasons_never_stuck(tmp_path):
     finally:
         if server is not None:
             server.__exit__(None, None, None)
-
-
-def run_atlas_only(key: str, env: dict[str, str]):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    atlas = Path(sys.executable).with_name("atlas")
-    return subprocess.run([str(atlas), "run", "--only", key], env=env, capture_output=True, text=True, timeout=300)

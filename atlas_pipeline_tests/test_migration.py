@@ -17,7 +17,7 @@ from atlas_pipeline.records import ParseRecord, read_record
 from atlas_pipeline.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.storage import Store, filesystem_for
 from atlas_pipeline_tests.conftest import copy_into
-from atlas_pipeline_tests.servers import create_database, moto_s3_server, postgres_server
+from atlas_pipeline_tests.servers import create_database, local_env, moto_s3_server, postgres_server
 from atlas_pipeline_tests.test_cli import run_atlas
 from atlas_pipeline_tests.test_sensor import SensorHarness
 
@@ -76,12 +76,7 @@ def test_embedded_deployment_moves_to_postgres_and_s3_without_loss(tmp_path, kno
         "awkward/malformed/qpdf_bad1.pdf",
         "awkward/derived/PMC3508963_user_password_aes256.pdf",
     )
-    old = {
-        "DAGSTER_HOME": str(tmp_path / "old_home"),
-        "ATLAS_KNOWLEDGE_BASE": str(knowledge_base),
-        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
-        "ATLAS_EXPORTS": str(tmp_path / "exports"),
-    }
+    old = {"DAGSTER_HOME": str(tmp_path / "old_home"), **local_env(tmp_path, knowledge_base)}
     first = run_atlas("run", env=old, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     old_artifacts, old_exports = Store(old["ATLAS_ARTIFACTS"]), Store(old["ATLAS_EXPORTS"])

@@ -106,7 +106,7 @@ def parse_pdf(
     ocr_language: str = "eng",
     ocr_max_text_chars: int | None = None,
 ) -> ParsedDocument:
-    """Parse PDF bytes. ``engine`` is ``layout`` (text + tables) or ``legacy`` (faster, text only).
+    """Parse PDF bytes. ``engine`` is ``layout`` (text + tables) or ``legacy`` (no layout model, text only).
 
     pymupdf4llm decides per page whether OCR would help (it also OCRs figures on born-digital pages);
     ``ocr_max_text_chars`` vetoes OCR on pages whose own text layer already has more characters than that."""
