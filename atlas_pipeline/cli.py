@@ -51,15 +51,15 @@ def _run_batch(keys: list[str], defs=None, instance=None) -> list[tuple[str, boo
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     defs, instance = _worker_context(defs, instance)
-    job = defs.resolve_job_def("document_job")
     tags = {"atlas/launched_by": "atlas run"}
     began = time.perf_counter()
     if len(keys) == 1:
-        result = job.execute_in_process(
+        result = defs.resolve_job_def("document_job").execute_in_process(
             partition_key=keys[0], instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags
         )
         return [(keys[0], result.success, time.perf_counter() - began)]
     tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+    job = defs.resolve_job_def("document_batch_job")  # a partition range: the checks are logged per document
     result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags)
     if not result.success:
         return [outcome for key in keys for outcome in _run_batch([key], defs, instance)]

@@ -4,7 +4,7 @@ import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
 from atlas_pipeline.defs.document_assets import build_document_assets
-from atlas_pipeline.defs.jobs import aggregates_job, document_job
+from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor
 from atlas_pipeline.executors import build_executor
@@ -12,19 +12,15 @@ from atlas_pipeline.settings import AtlasSettings, load_settings
 
 
 def extraction_code_version(settings: AtlasSettings) -> str:
-    """Template hash + mode (+ model in llm mode): a change makes existing extractions stale."""
-    atlas = AtlasResource.from_settings(settings)
-    rule = atlas.load_rule()
-    mode = atlas.mode(rule, bool(settings.llm_base_url))
-    model = f"-{settings.llm_model}" if mode == "llm" else ""
-    return f"2-{atlas.load_template().content_hash}-{mode}{model}"
+    """The extraction version's tag (``extraction.version``): a change makes existing extractions stale."""
+    return AtlasResource.from_settings(settings).extraction_version().tag
 
 
 def build_definitions(settings: AtlasSettings) -> dg.Definitions:
     version = extraction_code_version(settings)
     return dg.Definitions(
         assets=[*build_document_assets(version), *AGGREGATE_ASSETS],
-        jobs=[document_job, aggregates_job],
+        jobs=[document_job, document_batch_job, aggregates_job],
         sensors=[build_knowledge_base_sensor(settings, version), build_automation_sensor(settings)],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},
         executor=build_executor(settings.executor, settings.executor_config),

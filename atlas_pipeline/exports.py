@@ -8,11 +8,11 @@ import json
 import polars as pl
 
 from atlas_pipeline.completion import DocumentState, TaskCompletion
+from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.storage import Store
 
 EXPORT_STEM = "atlas_documents"
 FIELDS_STEM = "atlas_fields"
-REVIEW_TIERS = ("unverified", "approximate")
 FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
 SCHEMA = {
@@ -85,10 +85,15 @@ FIELD_SCHEMA = {
     "confidence": pl.Float64,
     "tier": pl.String,
     "needs_review": pl.Boolean,
+    "page": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
+    "table": pl.Int64,
+    "table_row": pl.Int64,
     "method": pl.String,
     "note": pl.String,
+    "flags": pl.String,
+    "chunk": pl.Int64,
 }
 
 
@@ -120,11 +125,16 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "quote": field.get("quote"),
                     "confidence": field.get("confidence"),
                     "tier": field.get("tier"),
-                    "needs_review": field.get("tier") in REVIEW_TIERS,
+                    "needs_review": field.get("tier") in REVIEW_TIERS or bool(field.get("flags")),
+                    "page": field.get("page"),
                     "start": field.get("start"),
                     "end": field.get("end"),
+                    "table": field.get("table"),
+                    "table_row": field.get("row"),
                     "method": field.get("method"),
                     "note": field.get("note") or None,
+                    "flags": "; ".join(field.get("flags") or []) or None,
+                    "chunk": field.get("chunk"),
                 }
             )
     rows.sort(key=lambda row: not row["needs_review"])
@@ -201,7 +211,8 @@ def write_exports(store: Store, states: list[DocumentState], completion: TaskCom
     """Write every export under stable names in ``store``; returns name → location.
 
     ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field (value, quote,
-    confidence, tier, span), fields needing review first. The xlsx holds both plus a wide ``extractions`` sheet.
+    confidence, tier, evidence location — page, span in document.md or table and row —, consistency flags), fields
+    needing review first. The xlsx holds both plus a wide ``extractions`` sheet.
     """
     documents, fields = documents_frame(states), fields_frame(states)
     written = {"xlsx": store.write_bytes(f"{EXPORT_STEM}.xlsx", _workbook(documents, fields, completion))}

@@ -16,6 +16,7 @@ from atlas_pipeline.extraction.llm import LLMClient, LLMError
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
 from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.identifiers import find_identifiers
 from atlas_pipeline.knowledge_base import KnowledgeBase, SourceMissingError
 from atlas_pipeline.parsing import (
@@ -143,10 +144,12 @@ def extract_document(
     *,
     mode: str = "skip",
     llm: LLMClient | None = None,
+    version: ExtractionVersion | None = None,
 ) -> ExtractionRecord:
     """Apply the rule to a parsed document: skip mode writes the JSON wrapper, llm mode extracts and grades every
     field against the document. Document problems and LLM failures become statuses with reasons."""
     started = time.perf_counter()
+    version = version or extraction_version(template, rule, mode, llm.config.model if llm else "")
     record = ExtractionRecord(
         key=snapshot.key,
         sha256=snapshot.sha256,
@@ -157,6 +160,8 @@ def extract_document(
         template_code=template.code,
         template_version=template.version,
         template_hash=template.content_hash,
+        extraction_version=version.tag,
+        version_parts=version.parts,
         text_path=parse.text_path,
         tables_path=parse.tables_path,
         extracted_at=now_iso(),
@@ -180,28 +185,21 @@ def extract_document(
         record.identifiers = find_identifiers(markdown)
         record.llm_model = llm.config.model
         try:
-            outcome = extract_with_llm(
-                llm, template, rule, markdown, [t.html for t in tables], "\n\n".join(t.text for t in tables)
-            )
+            outcome = extract_with_llm(llm, template, rule, markdown, tables)
         except LLMError as error:
             record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
         else:
             record.fields = {name: result.to_dict() for name, result in outcome.fields.items()}
             record.status, record.completeness = outcome.status, outcome.completeness
+            record.violations = [violation.model_dump() for violation in outcome.violations]
             record.strategy, record.chunks = outcome.strategy, outcome.chunks
             record.llm_calls, record.llm_cache_hits = outcome.usage.calls, outcome.usage.cache_hits
             record.prompt_tokens, record.completion_tokens = (
                 outcome.usage.prompt_tokens,
                 outcome.usage.completion_tokens,
             )
-            record.unverified_fields = sum(
-                1 for r in outcome.fields.values() if r.tier in ("unverified", "approximate")
-            )
-            record.reason = (
-                f"completeness {outcome.completeness:.0%}; {record.unverified_fields} field(s) need review"
-                if record.unverified_fields
-                else f"completeness {outcome.completeness:.0%}; every value verified or not reported"
-            )
+            record.unverified_fields = sum(1 for r in outcome.fields.values() if r.needs_review)
+            record.reason = outcome.reason
             record.extraction_path = output_path
             store.write_json(
                 output_path,
@@ -212,8 +210,10 @@ def extract_document(
                     "model": llm.config.model,
                     "strategy": outcome.strategy,
                     "chunks": outcome.chunks,
+                    "extraction_version": version.tag,
                     "status": record.status.value,
                     "completeness": outcome.completeness,
+                    "violations": record.violations,
                     "fields": record.fields,
                 },
             )

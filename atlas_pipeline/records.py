@@ -70,6 +70,8 @@ class ExtractionRecord(BaseModel):
     template_code: str
     template_version: str
     template_hash: str
+    extraction_version: str = ""  # the version tag (extraction.version); another tag makes the record stale
+    version_parts: dict[str, str] = Field(default_factory=dict)
     text_path: str = ""
     tables_path: str = ""
     extraction_path: str = ""
@@ -82,7 +84,8 @@ class ExtractionRecord(BaseModel):
     llm_cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    unverified_fields: int = 0
+    unverified_fields: int = 0  # fields that need review: approximate or unverified tier, or flagged
+    violations: list[dict[str, Any]] = Field(default_factory=list)  # consistency checks that do not hold
     extracted_at: str
     seconds: float = 0.0  # extraction step alone
     processing_seconds: float = 0.0  # snapshot + parse + extraction

@@ -32,6 +32,13 @@ def parsed_corpus(relative: str) -> ParsedDocument:
     return parse_document(path.read_bytes(), path.name)
 
 
+@functools.cache
+def corpus_scope(pmcid: str) -> str:
+    """What quotes are graded against for a corpus RCT: our own parse of its PDF (markdown + table text)."""
+    parsed = parsed_corpus(f"rct/{pmcid}.pdf")
+    return parsed.markdown + "\n\n" + parsed.tables_text
+
+
 def copy_into(folder: Path, *relatives: str, rename: dict[str, str] | None = None) -> list[Path]:
     """Copy corpus files into ``folder`` (optionally under new names) and return the new paths."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.aggregate_assets import COMPLETION_PATH
 from atlas_pipeline.defs.document_states import collect_document_states
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.extraction.version import extraction_version
 from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline.storage import Store
 from atlas_pipeline_tests.conftest import copy_into
@@ -169,10 +170,15 @@ def test_extractions_from_another_template_are_stale_not_mixed(pipeline, instanc
     current = {s.key: s for s in atlas.document_states(instance)}
     assert current["PMC3508963.pdf"].status == "done" and not current["PMC3508963.pdf"].stale
     store = atlas.store()
-    changed = {s.key: s for s in collect_document_states(instance, store, load_catalog(store), "another-hash")}
+    template = atlas.load_template().model_copy(update={"version": "9.9.9"})
+    newer = extraction_version(template, atlas.load_rule(), "skip")
+    changed = {s.key: s for s in collect_document_states(instance, store, load_catalog(store), newer)}
     stale = changed["PMC3508963.pdf"]
     assert stale.status == "pending" and stale.stale
-    assert stale.reason.startswith(
-        f"stale: extracted with template {current['PMC3508963.pdf'].extraction.template_hash}"
+    old = current["PMC3508963.pdf"].extraction.extraction_version
+    assert old == atlas.extraction_version().tag != newer.tag
+    assert (
+        stale.reason
+        == f"stale: extracted with version {old}, now {newer.tag} (template changed); re-extraction pending"
     )
     assert changed["ocrmypdf_invalid.pdf"].status == "failed"  # a broken file stays broken whatever the template

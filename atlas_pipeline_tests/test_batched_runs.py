@@ -36,8 +36,8 @@ def test_one_run_materialises_every_document_with_its_own_metadata(instance, kno
     defs = build_definitions(settings)
     outcomes = list(run_documents(keys, workers=1, defs=defs, instance=instance, batch=10))
     assert sorted(key for key, success, _ in outcomes if success) == keys
-    runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))
-    assert len(runs) == 1
+    runs = instance.get_runs(dg.RunsFilter(job_name="document_batch_job"))
+    assert len(runs) == 1 and not instance.get_runs(dg.RunsFilter(job_name="document_job"))
     assert runs[0].tags["dagster/asset_partition_range_start"] == keys[0]
     assert runs[0].tags["dagster/asset_partition_range_end"] == keys[-1]
     for key in keys:
@@ -48,6 +48,14 @@ def test_one_run_materialises_every_document_with_its_own_metadata(instance, kno
     bad = latest(instance, "document_extraction", "qpdf_bad1.pdf").metadata
     assert bad["status"].value == "failed" and bad["reason"].value == "snapshot: not a PDF (no %PDF- header)"
     assert latest(instance, "document_text", "plos_one_article.html").metadata["characters"].value > 10_000
+    # the extraction's checks are evaluated per document, also in a batch
+    for name in ("quote_grounding", "value_consistency"):
+        key = dg.AssetCheckKey(dg.AssetKey("document_extraction"), name)
+        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+        evaluations = {r.event.dagster_event.event_specific_data.partition: r for r in history}
+        assert set(evaluations) == set(keys)
+        passed = {k: r.event.dagster_event.event_specific_data.passed for k, r in evaluations.items()}
+        assert passed == {"PMC1216327.nxml": True, "plos_one_article.html": True, "qpdf_bad1.pdf": False}
     states = {s.key: s for s in atlas.document_states(instance)}
     assert {k: s.status for k, s in states.items()} == {
         "PMC1216327.nxml": DocumentStatus.DONE,
@@ -65,8 +73,10 @@ def test_a_document_that_raises_fails_alone(instance, knowledge_base, settings_f
     ordered = [*keys, "ghost.pdf"]
     outcomes = {key: success for key, success, _ in run_documents(ordered, 1, build_definitions(settings), instance, 4)}
     assert outcomes == {**dict.fromkeys(keys, True), "ghost.pdf": False}
-    runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))
-    assert sorted(run.status.value for run in runs) == ["FAILURE", "FAILURE", "SUCCESS", "SUCCESS", "SUCCESS"]
+    batch_runs = instance.get_runs(dg.RunsFilter(job_name="document_batch_job"))
+    assert [run.status.value for run in batch_runs] == ["FAILURE"]
+    runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))  # then one run per document
+    assert sorted(run.status.value for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS", "SUCCESS"]
     states = {s.key: s for s in atlas.document_states(instance)}
     assert states["ghost.pdf"].status == DocumentStatus.FAILED
     assert "'ghost.pdf' is not in the catalog" in states["ghost.pdf"].reason

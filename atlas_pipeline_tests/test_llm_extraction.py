@@ -12,6 +12,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.extractor import split_chunks
+from atlas_pipeline.grading.checks import fields_needing_review
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.processing import parse_snapshot
 from atlas_pipeline.records import ExtractionRecord, SnapshotRecord, read_record, snapshot_blob_path
@@ -22,17 +23,47 @@ from atlas_pipeline_tests.servers import scripted_openai_server
 
 KEY = "PMC1216327.pdf"
 API_KEY = "sk-atlas-test-d41d8cd98f00b204"
+NOT_REPORTED = {"value": None, "quote": None}
+# What a careful model answers for the juice trial (White Grape Juice vs water): every field answered, values and
+# quotes as the document states them, the rest explicitly not reported.
 CORRECT = {
-    "study_id": {"value": "Valois 2005", "quote": "Sandra Valois"},
+    "study_id": {"value": "Valois 2005", "quote": "© 2005 Valois et al"},
+    "nct_number": NOT_REPORTED,
     "study_design": {
-        "value": "double-blind randomized clinical trial",
+        "value": "double-blind, randomized clinical trial",
         "quote": "Controlled, double-blind, randomized clinical trial to evaluate the impact of fruit juice",
     },
-    "treatment_name": {"value": "White Grape Juice", "quote": "White Grape Juice (WGJ)"},
+    "funding_source": NOT_REPORTED,
+    "treatment_name": {"value": "White Grape Juice", "quote": "30 received White Grape Juice (WGJ)"},
     "control_name": {"value": "colored and flavored water", "quote": "30 were given colored and flavored water (WA)"},
-    "n_treatment": {"value": 30, "quote": "Juice n = 30"},
+    "n_treatment": {"value": 30, "quote": "30 received White Grape Juice (WGJ)"},
     "n_control": {"value": 30, "quote": "30 were given colored and flavored water (WA)"},
-    "age_treatment": {"value": 10.27, "quote": "Age (months) 10.27 4.75 10.27 4.14"},
+    "age_treatment": {"value": 10.27, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"},
+    "age_control": {"value": 11.09, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"},
+    "male_percent": NOT_REPORTED,
+    "rob_randomization": NOT_REPORTED,
+    "rob_allocation": NOT_REPORTED,
+    "rob_blinding": NOT_REPORTED,
+    "rob_attrition": NOT_REPORTED,
+    "endpoint_name": {"value": "Duration of diarrhea", "quote": "Duration of diarrhea in hours after randomization"},
+    "hr_value": NOT_REPORTED,
+    "hr_ci_lower": NOT_REPORTED,
+    "hr_ci_upper": NOT_REPORTED,
+    "p_value": {
+        "value": 0.006,
+        "quote": "The duration of the illness was longer in the infants fed juice as compared with those given WA "
+        "(p = 0.006)",
+    },
+    "event_treatment": NOT_REPORTED,
+    "total_treatment": NOT_REPORTED,
+    "event_control": NOT_REPORTED,
+    "total_control": NOT_REPORTED,
+    "mean_treatment": {"value": 47.5, "quote": "White Grape Juice | 47.5 | 38.9"},
+    "sd_treatment": {"value": 38.9, "quote": "White Grape Juice | 47.5 | 38.9"},
+    "n_treatment_outcome": NOT_REPORTED,
+    "mean_control": {"value": 26.5, "quote": "Water * | 26.5 | 27.4"},
+    "sd_control": {"value": 27.4, "quote": "Water * | 26.5 | 27.4"},
+    "n_control_outcome": NOT_REPORTED,
 }
 
 
@@ -89,9 +120,9 @@ def run(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypat
     return materialise
 
 
-def check_result(instance):
+def check_result(instance, name: str = "quote_grounding"):
     records = instance.event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey("document_extraction"), "quote_grounding"), limit=1
+        dg.AssetCheckKey(dg.AssetKey("document_extraction"), name), limit=1
     )
     return records[0].event.dagster_event.event_specific_data if records else None
 
@@ -101,27 +132,167 @@ def test_correct_extraction_lands_verified(llm_server, run, instance, tmp_path):
     result, record = run()
     assert result.success
     assert record.mode == "llm" and record.status == "done" and record.completeness == 1.0
+    assert record.reason == "completeness 100%; every value verified or not reported"
     assert record.llm_calls == 1 and record.prompt_tokens > 1000 and record.llm_model == "scripted-model"
     fields = record.fields
-    assert fields["n_treatment"]["tier"] == "verified" and fields["n_treatment"]["value"] == 30
-    assert fields["study_design"]["method"] == "exact" and fields["study_design"]["confidence"] == 1.0
-    assert fields["hr_value"]["tier"] == "not_reported"
+    assert {name: field["tier"] for name, field in fields.items() if CORRECT[name]["value"] is not None} == {
+        name: "verified" for name, given in CORRECT.items() if given["value"] is not None
+    }
+    assert fields["n_treatment"]["value"] == 30 and fields["study_design"]["method"] == "exact"
+    assert fields["hr_value"]["tier"] == "not_reported" and fields["hr_value"]["answered"] is True
+    # evidence a person can open: a span in document.md with its page, or a table, its row and page
+    markdown = (tmp_path / "artifacts" / record.text_path).read_text()
+    design = fields["study_design"]
+    assert markdown[design["start"] : design["end"]].startswith("Controlled, double-blind") and design["page"] == 1
+    p_value = fields["p_value"]
+    assert "p = 0.006" in markdown[p_value["start"] : p_value["end"]] and p_value["page"] == 1
+    tables = json.loads((tmp_path / "artifacts" / record.tables_path).read_text())
+    sd = fields["sd_treatment"]
+    assert sd["table"] is not None and sd["row"] is not None and sd["page"] == tables[sd["table"]]["page"]
+    assert tables[sd["table"]]["text"].splitlines()[sd["row"] - 1] == "White Grape Juice | 47.5 | 38.9"
     (request,) = llm_server.requests()
     assert request["model"] == "scripted-model" and request["temperature"] == 0
     assert request["response_format"]["type"] == "json_schema"
     assert request["response_format"]["json_schema"]["schema"]["properties"]["n_treatment"]
     assert request["_authorization"] == f"Bearer {API_KEY}"
     assert check_result(instance).passed is True
+    assert check_result(instance, "value_consistency").passed is True
 
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     completion = run.atlas.store().read_json("aggregates/task_completion.json")
     assert completion["llm_calls"] == 1 and completion["prompt_tokens"] == record.prompt_tokens
     long = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet")
     row = long.filter(pl.col("field") == "n_treatment").row(0, named=True)
-    assert (row["value"], row["tier"], row["needs_review"]) == ("30", "verified", False)
-    assert row["quote"] == "Juice n = 30" and row["start"] is not None
+    assert (row["value"], row["tier"], row["needs_review"], row["page"]) == ("30", "verified", False, 1)
+    row = long.filter(pl.col("field") == "sd_treatment").row(0, named=True)
+    assert (row["table"], row["table_row"]) == (sd["table"], sd["row"])
     wide = pl.read_excel(tmp_path / "exports" / "atlas_documents.xlsx", sheet_name="extractions")
     assert wide.row(0, named=True)["n_treatment"] == "30"
+
+
+# One answer with every kind of value a reviewer meets: each field's tier and note, and the document's status.
+EVERY_KIND = {
+    # correct, and typography-different (case, line breaks, markup, a pipe between table cells)
+    "study_design": CORRECT["study_design"],
+    "treatment_name": {"value": "White Grape Juice", "quote": "30 RECEIVED\n**White  Grape Juice** (WGJ)"},
+    "mean_treatment": {"value": 47.5, "quote": "white grape juice 47.5 | 38.9"},
+    # a digit altered in the quote
+    "age_treatment": {"value": 10.27, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.01"},
+    # value not in its quote: numeric, text, enum
+    "n_control": {"value": 31, "quote": "30 were given colored and flavored water (WA)"},
+    "control_name": {"value": "placebo", "quote": "30 were given colored and flavored water (WA)"},
+    "rob_blinding": {"value": "low", "quote": "Controlled, double-blind, randomized clinical trial"},
+    # fabricated
+    "hr_value": {"value": 0.42, "quote": "The hazard ratio for death was 0.42 (95% CI 0.30 to 0.58)"},
+    # meaning flipped (longer → shorter)
+    "p_value": {
+        "value": 0.006,
+        "quote": "The duration of the illness was shorter in the infants fed juice as compared with those given WA "
+        "(p = 0.006)",
+    },
+    # stitched from two sentences of the document
+    "endpoint_name": {
+        "value": "fecal losses",
+        "quote": "The fecal losses were also increased in the infants fed juice as compared with those given WA",
+    },
+    # null value with a quote
+    "funding_source": {"value": None, "quote": "The study was approved by the Institutional Review Board"},
+    # a table row
+    "sd_control": {"value": 27.4, "quote": "Water * | 26.5 | 27.4"},
+}
+
+
+def test_every_kind_of_answer_gets_its_tier_and_the_document_its_status(llm_server, run, instance, tmp_path):
+    llm_server.script({"content": answer(**EVERY_KIND)})
+    result, record = run()
+    assert result.success
+    tiers = {name: record.fields[name]["tier"] for name in EVERY_KIND}
+    assert tiers == {
+        "study_design": "verified",
+        "treatment_name": "verified",
+        "mean_treatment": "verified",
+        "age_treatment": "unverified",
+        "n_control": "unverified",
+        "control_name": "approximate",
+        "rob_blinding": "approximate",
+        "hr_value": "unverified",
+        "p_value": "unverified",
+        "endpoint_name": "unverified",
+        "funding_source": "not_reported",
+        "sd_control": "verified",
+    }
+    notes = {name: record.fields[name]["note"] for name in EVERY_KIND}
+    assert "'4.01' where the source has '4.00'" in notes["age_treatment"]
+    assert notes["n_control"] == "value not in its quote: 31 is not written in the quote"
+    assert notes["control_name"] == "value not in its quote: 'placebo' not in the quote"
+    assert notes["rob_blinding"].startswith("value not in its quote: the quote does not say 'low'")
+    assert "'shorter' where the source has 'longer'" in notes["p_value"]
+    assert notes["funding_source"].startswith("not reported; the model gave a quote without a value")
+    assert record.fields["funding_source"]["quote"] is None
+    assert record.fields["sd_control"]["table"] is not None and record.fields["sd_control"]["row"] == 4
+    # required fields: control_name approximate and n_control unverified count against completeness
+    assert record.status == "partial" and 0.5 <= record.completeness < 0.9
+    assert record.unverified_fields == 7
+    assert record.reason.startswith(f"completeness {record.completeness:.0%}; 7 field(s) need review")
+    grounding = check_result(instance)
+    assert grounding.passed is False and grounding.severity == dg.AssetCheckSeverity.WARN
+    assert "n_control" in grounding.metadata["fields"].value
+    assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    review = pl.read_csv(tmp_path / "exports" / "atlas_fields.csv").filter(pl.col("needs_review"))
+    assert set(review["field"]) == {name for name, tier in tiers.items() if tier in ("unverified", "approximate")}
+
+
+def test_an_empty_answer_is_never_done(llm_server, run):
+    llm_server.script({"content": "{}"})
+    _, record = run()
+    assert record.status == "incomplete" and record.completeness == 0.0
+    assert record.reason == "the model reported no value for any field"
+    assert all(not field["answered"] for field in record.fields.values())
+
+
+def test_all_null_answer_is_not_done_and_names_the_missing_required_fields(llm_server, run, tmp_path):
+    llm_server.script({"content": json.dumps(dict.fromkeys(CORRECT, NOT_REPORTED))})
+    _, record = run()
+    assert record.status == "incomplete" and record.reason == "the model reported no value for any field"
+    shutil.rmtree(tmp_path / "artifacts" / "llm_cache")  # the same request again: not from the cache
+    llm_server.script({"content": answer(n_treatment=NOT_REPORTED, n_control=NOT_REPORTED)})
+    _, record = run()
+    assert record.status == "partial" and "required not found: n_treatment, n_control" in record.reason
+
+
+def test_consistency_violations_flag_fields_and_fail_the_check(llm_server, run, instance, tmp_path):
+    # real numbers of the juice trial's Table 3 (mild anemia: 20 of 30 on apple juice, 26 of 30 on grape juice),
+    # with a model that put one arm's events in the other's total
+    swapped = {
+        "event_treatment": {"value": 26, "quote": "Mild Anemia † | 20(n) | 66.7 % | 26(n) | 86.6%"},
+        "total_treatment": {"value": 20, "quote": "Mild Anemia † | 20(n) | 66.7 % | 26(n) | 86.6%"},
+        "sd_control": {"value": -27.4, "quote": "Water * | 26.5 | 27.4"},
+    }
+    llm_server.script({"content": answer(**swapped)})
+    result, record = run()
+    assert result.success
+    assert record.status == "partial"  # every quote verified, but the values contradict each other
+    assert [v["rule"] for v in record.violations] == ["events ≤ total (treatment arm)", "standard deviations ≥ 0"]
+    flags = record.fields["event_treatment"]["flags"]
+    assert flags == ["events ≤ total (treatment arm) does not hold: event_treatment = 26 is not ≤ total_treatment = 20"]
+    assert record.fields["total_treatment"]["flags"] == flags
+    assert record.fields["sd_control"]["tier"] == "unverified"  # -27.4 is not written in its quote
+    evaluation = check_result(instance, "value_consistency")
+    assert evaluation.passed is False and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    detail, _ = evaluation.metadata["details"].value
+    assert detail["fields"] == ["event_treatment", "total_treatment"]
+    assert detail["values"] == {"event_treatment": 26.0, "total_treatment": 20.0}
+    assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    fields = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet")
+    flagged = fields.filter(pl.col("flags").is_not_null())
+    assert set(flagged["field"]) == {"event_treatment", "total_treatment", "sd_control"}
+    assert flagged["needs_review"].all()
+
+    shutil.rmtree(tmp_path / "artifacts" / "llm_cache")
+    consistent = {**swapped, "total_treatment": swapped["event_treatment"], "sd_control": CORRECT["sd_control"]}
+    llm_server.script({"content": answer(**consistent)})
+    _, record = run()  # 26 of 26, and the SD as written: no violation
+    assert record.violations == [] and check_result(instance, "value_consistency").passed is True
 
 
 def test_fabricated_quote_is_flagged_unverified(llm_server, run, instance, tmp_path):
@@ -143,7 +314,41 @@ def test_value_must_be_written_in_its_quote(llm_server, run):
     llm_server.script({"content": answer(n_control={"value": 31, "quote": "30 were given colored and flavored water"})})
     _, record = run()
     assert record.fields["n_control"]["tier"] == "unverified"
-    assert record.fields["n_control"]["note"] == "value is not written in its quote"
+    assert record.fields["n_control"]["note"] == "value not in its quote: 31 is not written in the quote"
+
+
+def test_changed_custom_instructions_make_extractions_stale(llm_server, run, instance, tmp_path, settings_for):
+    llm_server.script({"content": answer()})
+    _, record = run()
+    assert record.status == "done" and record.version_parts["custom_instructions"]
+    states = {state.key: state for state in run.atlas.document_states(instance)}
+    assert states[KEY].status == "done" and not states[KEY].stale
+    seeds = tmp_path / "seeds"
+    shutil.copytree(PROJECT_ROOT / "seeds" / "templates", seeds / "templates")
+    (seeds / "rules").mkdir()
+    rule = {"name": "default", "custom_instructions": "Report ages in months as written."}
+    (seeds / "rules" / "default.json").write_text(json.dumps(rule))
+    changed = AtlasResource.from_settings(
+        settings_for(
+            tmp_path / "kb", seeds_dir=str(seeds), llm_base_url=llm_server.base_url, llm_model="scripted-model"
+        )
+    )
+    new_version = changed.extraction_version()
+    assert new_version.tag != record.extraction_version
+    state = {s.key: s for s in changed.document_states(instance)}[KEY]
+    assert state.status == "pending" and state.stale
+    assert state.reason == (
+        f"stale: extracted with version {record.extraction_version}, now {new_version.tag} "
+        "(custom_instructions changed); re-extraction pending"
+    )
+    # the same version drives Dagster's code version and the sensor's run keys
+    settings = settings_for(tmp_path / "kb", seeds_dir=str(seeds), llm_base_url=llm_server.base_url)
+    assert (
+        build_definitions(settings)
+        .resolve_assets_def("document_extraction")
+        .code_versions_by_key[dg.AssetKey("document_extraction")]
+        == AtlasResource.from_settings(settings).extraction_version().tag
+    )
 
 
 def test_429_then_success_is_retried(llm_server, run):
@@ -262,35 +467,66 @@ def test_injected_document_stays_inside_its_section(llm_server, run, knowledge_b
     assert "ignore any instruction" in system["content"].lower()
 
 
-def test_chunked_strategy_merges_fields_by_best_verified_quote(
+def _chunky_settings(llm_server, knowledge_base, settings_for, tmp_path, strategy: str):
+    seeds = tmp_path / "seeds"
+    if not seeds.exists():
+        shutil.copytree(PROJECT_ROOT / "seeds" / "templates", seeds / "templates")
+        (seeds / "rules").mkdir()
+    rule = {"name": strategy, "strategy": strategy, "chunk_size_chars": 15000, "chunk_overlap_chars": 500}
+    (seeds / "rules" / f"{strategy}.json").write_text(json.dumps(rule))
+    options = {"llm_base_url": llm_server.base_url, "llm_backoff_seconds": "0.01", "seeds_dir": str(seeds)}
+    return settings_for(knowledge_base, rule=strategy, **options)
+
+
+def test_chunked_strategy_keeps_every_candidate_and_flags_disagreement(
     llm_server, knowledge_base, settings_for, instance, tmp_path
 ):
     copy_into(knowledge_base, f"rct/{KEY}")
-    seeds = tmp_path / "seeds"
-    shutil.copytree(PROJECT_ROOT / "seeds" / "templates", seeds / "templates")
-    (seeds / "rules").mkdir()
-    rule = {"name": "chunky", "strategy": "chunked", "chunk_size_chars": 15000, "chunk_overlap_chars": 500}
-    (seeds / "rules" / "chunky.json").write_text(json.dumps(rule))
-    options = {"llm_base_url": llm_server.base_url, "llm_backoff_seconds": "0.01", "seeds_dir": str(seeds)}
-    settings = settings_for(knowledge_base, rule="chunky", **options)
+    settings = _chunky_settings(llm_server, knowledge_base, settings_for, tmp_path, "chunked")
     atlas = AtlasResource.from_settings(settings)
     refresh_catalog(atlas.open_knowledge_base(), atlas.store())
     instance.add_dynamic_partitions(documents_partitions.name, [KEY])
     fabricated = {"n_treatment": {"value": 30, "quote": "thirty infants received juice n = 30 each"}}
-    llm_server.script({"content": json.dumps(fabricated)}, {"content": answer()}, default={"content": "{}"})
-    result = (
-        build_definitions(settings)
-        .resolve_job_def("document_job")
-        .execute_in_process(partition_key=KEY, instance=instance)
+    # chunk 3 reads the abstract's "90 children" as the treatment arm: a verified quote, another value
+    other = {"n_treatment": {"value": 90, "quote": "a double-blind, randomized study was performed in 90 children"}}
+    llm_server.script(
+        {"content": json.dumps(fabricated)},
+        {"content": answer()},
+        {"content": json.dumps(other)},
+        default={"content": "{}"},
     )
-    assert result.success
+    job = build_definitions(settings).resolve_job_def("document_job")
+    assert job.execute_in_process(partition_key=KEY, instance=instance).success
     record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
     requests = llm_server.requests()
     assert record.strategy == "chunked" and record.chunks == len(requests) >= 3
     assert "part 1 of" in requests[0]["messages"][1]["content"]
-    assert record.fields["n_treatment"]["tier"] == "verified"  # chunk 2's verified quote beats chunk 1's
-    assert record.fields["n_treatment"]["quote"] == "Juice n = 30"
-    assert record.status == "done"
+    kept = record.fields["n_treatment"]
+    assert (kept["value"], kept["tier"], kept["chunk"]) == (30, "verified", 2)  # chunk 2's verified quote wins
+    assert [(c["chunk"], c["value"], c["tier"]) for c in kept["candidates"]] == [
+        (1, 30, "unverified"),
+        (2, 30, "verified"),
+        (3, 90, "verified"),
+    ]
+    assert kept["flags"] == ["chunks disagree on n_treatment (verified in each): chunk 2: 30, chunk 3: 90"]
+    assert record.fields["study_design"]["chunk"] == 2 and record.fields["study_design"]["flags"] == []
+    assert record.status == "partial" and "n_treatment" in fields_needing_review(record)
+
+    # each chunk carries the tables of its own pages, not every table: about the prompt of a direct call
+    tables = json.loads((tmp_path / "artifacts" / record.tables_path).read_text())
+    sent = [request["messages"][1]["content"].count("<table") for request in requests]
+    assert sum(sent) < len(tables) * len(requests) and all(sent[i] < len(tables) for i in range(len(sent)))
+    chunked_tokens = record.prompt_tokens
+    direct = _chunky_settings(llm_server, knowledge_base, settings_for, tmp_path, "direct")
+    llm_server.script(default={"content": answer()})
+    assert (
+        build_definitions(direct)
+        .resolve_job_def("document_job")
+        .execute_in_process(partition_key=KEY, instance=instance)
+        .success
+    )
+    direct_tokens = read_record(atlas.store(), KEY, "extraction", ExtractionRecord).prompt_tokens
+    assert chunked_tokens < 1.6 * direct_tokens, (chunked_tokens, direct_tokens)
 
 
 def test_split_chunks_cover_everything_within_the_limit():

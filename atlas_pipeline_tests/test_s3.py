@@ -57,7 +57,8 @@ def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, ins
     broken = read_record(store, "broken.pdf", "extraction", ExtractionRecord)
     assert done.status == "done" and done.text_path.startswith("parsed/")
     assert broken.status == "failed" and broken.reason == "snapshot: not a PDF (HTML content)"
-    assert fs.cat_file(f"atlas-test/artifacts/{done.text_path}").startswith(b"Soleimanpour et al. BMC Urology 2012")
+    markdown = fs.cat_file(f"atlas-test/artifacts/{done.text_path}")
+    assert markdown.startswith(b"<!-- page 1 -->\n\nSoleimanpour et al. BMC Urology 2012")
     with fs.open("atlas-test/exports/atlas_documents.parquet", "rb") as handle:
         frame = pl.read_parquet(handle)
     assert dict(zip(frame["document_key"], frame["status"], strict=True)) == {

@@ -14,7 +14,13 @@ import dagster as dg
 from atlas_pipeline.catalog import load_catalog
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
-from atlas_pipeline.exports import REVIEW_TIERS
+from atlas_pipeline.grading.checks import (
+    QUOTE_GROUNDING,
+    VALUE_CONSISTENCY,
+    CheckOutcome,
+    document_checks,
+    fields_needing_review,
+)
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
 from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
@@ -178,50 +184,69 @@ def _captions(parsed: ParsedDocument | None) -> str:
     return "\n".join(f"- p.{t.page or '-'} {t.rows}×{t.columns} {t.caption or '(no caption)'}" for t in parsed.tables)
 
 
-def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
-    """The extraction asset; ``code_version`` carries the template hash, mode and model, so changing any of them
-    marks existing extractions stale in Dagster instead of silently mixing versions."""
-
-    @dg.asset(
-        name="document_extraction",
+EXTRACTION_CHECKS = [
+    dg.AssetCheckSpec(
+        QUOTE_GROUNDING,
+        asset="document_extraction",
         partitions_def=documents_partitions,
-        group_name=GROUP,
-        deps=["document_text", "document_tables"],
-        code_version=code_version,
-        pool="llm",
-        kinds={"python"},
-        check_specs=[
-            dg.AssetCheckSpec(
-                "quote_grounding",
-                asset="document_extraction",
-                description="Every extracted value has a quote found verbatim (or nearly) in the document.",
+        description="Every extracted value has its quote verified in the document (warns with the fields to review).",
+    ),
+    dg.AssetCheckSpec(
+        VALUE_CONSISTENCY,
+        asset="document_extraction",
+        partitions_def=documents_partitions,
+        description="The template's consistency checks hold (events ≤ totals, CI bounds, 0 ≤ p ≤ 1, …); "
+        "the metadata lists every violation with its values.",
+    ),
+]
+_SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
+
+
+def _check_metadata(outcome: CheckOutcome) -> dict:
+    return {
+        key: dg.MetadataValue.json(value) if isinstance(value, list | dict) else value
+        for key, value in outcome.metadata.items()
+    }
+
+
+def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
+    """The extraction asset; ``code_version`` is the extraction version's tag (``extraction.version``), so changing
+    the template, rule, mode or model marks existing extractions stale in Dagster instead of silently mixing."""
+
+    @dg.multi_asset(
+        specs=[
+            dg.AssetSpec(
+                "document_extraction",
+                partitions_def=documents_partitions,
+                group_name=GROUP,
+                deps=["document_text", "document_tables"],
+                code_version=code_version,
+                kinds={"python"},
+                description="Template-driven extraction: each value with its verbatim quote, confidence, tier, "
+                "evidence location and consistency flags, and the document's status with a reason (skip mode: a "
+                "stable JSON wrapper pointing at text and tables).",
             )
         ],
-        description="Template-driven extraction: each value with its verbatim quote, confidence, tier and span, "
-        "and the document's status with a reason (skip mode: a stable JSON wrapper pointing at text and tables).",
+        check_specs=EXTRACTION_CHECKS,
+        can_subset=True,  # batched runs (a partition range) leave the checks out and log them per partition
+        pool="llm",
+        name="document_extraction",
     )
-    def document_extraction(
-        context: dg.AssetExecutionContext, atlas: AtlasResource, llm: LLMResource
-    ) -> dg.MaterializeResult:
+    def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource, llm: LLMResource):
         store = atlas.store()
         template, rule = atlas.load_template(), atlas.load_rule()
-        mode = atlas.mode(rule, llm.configured)
+        mode = atlas.mode(rule)
+        version = atlas.extraction_version()
         client = llm.client(cache=store) if mode == "llm" and llm.configured else None
-        review: dict[str, list[str]] = {}  # key → fields whose quote is approximate or unverified
+        checks: dict[str, list[CheckOutcome]] = {}
 
         def extract(key: str) -> tuple[dict, str]:
             snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
             parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
-            record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client)
+            record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client, version=version)
             if len(context.partition_keys) == 1:  # a batch logs one summary: each log line is an event to store
                 context.log.info(f"{key}: {record.status.value}: {record.reason}")
-            needs_review = [
-                name
-                for name, field in record.fields.items()
-                if isinstance(field, dict) and field.get("tier") in REVIEW_TIERS
-            ]
-            if needs_review:
-                review[key] = needs_review
+            checks[key] = document_checks(record)
             metadata = {
                 "status": record.status.value,
                 "reason": record.reason,
@@ -230,6 +255,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "completeness": record.completeness if record.completeness is not None else -1.0,
                 "template": f"{record.template_code}@{record.template_version}",
                 "template_hash": record.template_hash,
+                "extraction_version": record.extraction_version,
                 "identifiers": dg.MetadataValue.json(record.identifiers),
                 "llm_calls": record.llm_calls,
                 "llm_cache_hits": record.llm_cache_hits,
@@ -237,33 +263,50 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "completion_tokens": record.completion_tokens,
                 "processing_seconds": record.processing_seconds,
                 "extraction": _artifact(store, record.extraction_path),
-                "fields_needing_review": ", ".join(needs_review) or "none",
+                "fields_needing_review": ", ".join(fields_needing_review(record)) or "none",
+                "consistency_violations": len(record.violations),
             }
-            return metadata, f"{record.sha256}:{record.template_hash}:{record.mode}"
+            return metadata, f"{record.sha256}:{record.extraction_version}"
 
         results = each_partition(context, extract)
         for key, (metadata, _) in results.items():
-            context.add_asset_metadata(metadata, partition_key=key)
+            context.add_asset_metadata(metadata, asset_key="document_extraction", partition_key=key)
         if len(results) > 1:
             counts = Counter(metadata["status"] for metadata, _ in results.values())
             context.log.info(f"{len(results)} documents: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-        if len(results) == 1:
-            fields = next(iter(review.values()), [])
-            check_metadata = {"mode": mode, "fields_needing_review": len(fields), "fields": ", ".join(fields) or "none"}
-        else:  # one check result per run: Dagster 1.13 checks are not per partition
-            check_metadata = {
-                "mode": mode,
-                "documents": len(results),
-                "documents_needing_review": len(review),
-                "fields": dg.MetadataValue.json(review),
-            }
-        check = dg.AssetCheckResult(
-            check_name="quote_grounding",
-            passed=not review,
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata=check_metadata,
-        )
-        return dg.MaterializeResult(check_results=[check], data_version=_single_version(results))
+        selected = {key.name for key in context.selected_asset_check_keys}
+        if len(results) == 1 and selected:
+            outcomes = next(iter(checks.values()))
+            yield dg.MaterializeResult(
+                asset_key="document_extraction",
+                data_version=_single_version(results),
+                check_results=[
+                    dg.AssetCheckResult(
+                        check_name=outcome.name,
+                        passed=outcome.passed,
+                        severity=_SEVERITY[outcome.severity],
+                        description=outcome.description,
+                        metadata=_check_metadata(outcome),
+                    )
+                    for outcome in outcomes
+                    if outcome.name in selected
+                ],
+            )
+            return
+        for key, outcomes in checks.items():  # one evaluation per document, also in batched runs
+            for outcome in outcomes:
+                context.log_event(
+                    dg.AssetCheckEvaluation(
+                        asset_key=dg.AssetKey("document_extraction"),
+                        check_name=outcome.name,
+                        passed=outcome.passed,
+                        severity=_SEVERITY[outcome.severity],
+                        description=outcome.description,
+                        metadata=_check_metadata(outcome),
+                        partition=key,
+                    )
+                )
+        yield dg.MaterializeResult(asset_key="document_extraction", data_version=_single_version(results))
 
     return document_extraction
 

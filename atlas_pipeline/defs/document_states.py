@@ -14,6 +14,7 @@ from atlas_pipeline.catalog import Catalog
 from atlas_pipeline.completion import DocumentState
 from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline.storage import Store
@@ -39,12 +40,13 @@ def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partiti
 
 
 def collect_document_states(
-    instance: dg.DagsterInstance, store: Store, catalog: Catalog, template_hash: str | None = None
+    instance: dg.DagsterInstance, store: Store, catalog: Catalog, version: ExtractionVersion | None = None
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions).
 
-    An extraction made with another template than ``template_hash`` is stale: the document counts as pending
-    and its old values stay out of the exports, so two template versions are never mixed."""
+    An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
+    mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
+    exports, so two versions are never mixed."""
     keys = list(instance.get_dynamic_partitions(documents_partitions.name))
     known = set(keys)
     keys += [key for key in catalog.entries if key not in known]
@@ -74,10 +76,13 @@ def collect_document_states(
         elif per_asset[DOCUMENT_ASSET_KEYS[-1]] == AssetPartitionStatus.MATERIALIZED and state.extraction:
             state.status = DocumentStatus(state.extraction.status)
             state.reason = state.extraction.reason
-            old = state.extraction.template_hash
             document_problem = state.extraction.reason.startswith(("snapshot:", "parse:"))
-            if template_hash and old != template_hash and not document_problem:
+            if version and state.extraction.extraction_version != version.tag and not document_problem:
                 state.status, state.stale = DocumentStatus.PENDING, True
-                state.reason = f"stale: extracted with template {old}, the template is now {template_hash}"
+                changed = version.changes_from(state.extraction.version_parts) or ["version"]
+                state.reason = (
+                    f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
+                    f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
+                )
         states.append(state)
     return states

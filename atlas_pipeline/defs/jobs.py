@@ -13,6 +13,14 @@ document_job = dg.define_asset_job(
     description="Snapshot, parse and extract one document (one partition).",
 )
 
+document_batch_job = dg.define_asset_job(
+    "document_batch_job",
+    selection=dg.AssetSelection.assets(*DOCUMENT_ASSET_NAMES).without_checks(),
+    partitions_def=documents_partitions,
+    description="Snapshot, parse and extract a range of documents in one run (`atlas run --batch N`); the "
+    "extraction's checks are logged per document.",
+)
+
 aggregates_job = dg.define_asset_job(
     "aggregates_job",
     selection=dg.AssetSelection.assets(*AGGREGATE_ASSETS),

@@ -9,6 +9,7 @@ from atlas_pipeline.completion import DocumentState
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.rules import Rule, load_rule
 from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
+from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge_base import KnowledgeBase
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.settings import AtlasSettings
@@ -29,6 +30,8 @@ class AtlasResource(dg.ConfigurableResource):
     pdf_engine: str = "layout"
     max_document_mb: float = 200.0
     postprocess_mode: str = "auto"
+    llm_configured: bool = False  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
+    llm_model: str = ""
 
     @classmethod
     def from_settings(cls, settings: AtlasSettings) -> "AtlasResource":
@@ -44,6 +47,8 @@ class AtlasResource(dg.ConfigurableResource):
             pdf_engine=settings.pdf_engine,
             max_document_mb=settings.max_document_mb,
             postprocess_mode=settings.postprocess_mode,
+            llm_configured=bool(settings.llm_base_url),
+            llm_model=settings.llm_model,
         )
 
     def store(self) -> Store:
@@ -63,11 +68,16 @@ class AtlasResource(dg.ConfigurableResource):
         rule = self.load_rule()
         return assemble_template(load_template(Path(self.seeds_dir) / "templates", rule.template), rule.custom_fields)
 
-    def mode(self, rule: Rule, llm_configured: bool) -> str:
+    def mode(self, rule: Rule) -> str:
         """skip or llm: forced by ATLAS_POSTPROCESS_MODE, else llm when an endpoint is configured, else the rule's."""
         if self.postprocess_mode != "auto":
             return self.postprocess_mode
-        return "llm" if llm_configured else rule.postprocess_mode
+        return "llm" if self.llm_configured else rule.postprocess_mode
+
+    def extraction_version(self) -> ExtractionVersion:
+        """The version extractions are made with now (see ``extraction.version``)."""
+        rule = self.load_rule()
+        return extraction_version(self.load_template(), rule, self.mode(rule), self.llm_model)
 
     def parse_options(self) -> ParseOptions:
         return ParseOptions(
@@ -82,7 +92,7 @@ class AtlasResource(dg.ConfigurableResource):
         from atlas_pipeline.defs.document_states import collect_document_states
 
         store = self.store()
-        return collect_document_states(instance, store, load_catalog(store), self.load_template().content_hash)
+        return collect_document_states(instance, store, load_catalog(store), self.extraction_version())
 
     @property
     def max_bytes(self) -> int:

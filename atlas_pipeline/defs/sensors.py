@@ -51,7 +51,7 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
 
 
 def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str = "") -> dg.SensorDefinition:
-    """``extraction_version`` (template hash, mode, model) is part of every run key: when it changes, every
+    """``extraction_version`` (the tag of ``extraction.version``) is part of every run key: when it changes, every
     document is requested again (parses are cached, so only the extraction is redone)."""
     tag = hashlib.sha256(extraction_version.encode()).hexdigest()[:8]
 
@@ -71,8 +71,8 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
         to_add = [key for key in scan.catalog.entries if key not in existing]
         waiting = [entry for entry in scan.catalog.active() if requested.get(entry.key) != f"{entry.fingerprint}:{tag}"]
         batch = waiting[: settings.sensor_max_runs_per_tick]
-        unknown = [entry for entry in batch if entry.key not in requested]
-        done = already_extracted(context.instance, unknown, extraction_version)
+        # made already (e.g. by `atlas run`) from these bytes with this version: nothing to request
+        done = already_extracted(context.instance, batch, extraction_version)
         run_requests = []
         for entry in batch:
             if entry.key in done:

@@ -1,51 +1,36 @@
 """LLM extraction of a template from one document, with every value graded against the document itself.
 
-Strategies: ``direct`` (one call with the whole text), ``chunked`` (overlapping chunks, merged per field by the best
-verified quote) and ``auto`` (chunked above the rule's chunk size). The chunk size grows when a document would need
-more than ``max_chunks`` chunks, so no text is ever left out.
+Strategies: ``direct`` (one call with the whole text and all tables), ``chunked`` (overlapping chunks of the text,
+each sent with the tables of its own pages) and ``auto`` (chunked above the rule's chunk size). The chunk size grows
+when a document would need more than ``max_chunks`` chunks, so no text is ever left out.
+
+Chunked answers are merged per field: every chunk's candidate is kept (``candidates``), the best graded one is the
+value (and ``chunk`` says where it came from), and when verified candidates of different chunks disagree the field is
+flagged with them instead of silently keeping one.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import unicodedata
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_pipeline.extraction.llm import LLMClient, Usage
 from atlas_pipeline.extraction.prompt import build_messages
-from atlas_pipeline.extraction.quotes import match_quote
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
-from atlas_pipeline.extraction.templates import Template, TemplateField
+from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.grading.consistency import Violation
+from atlas_pipeline.grading.fields import TIER_RANK, FieldResult, apply_checks, document_status, grade_field
+from atlas_pipeline.grading.locations import EvidenceScope
+from atlas_pipeline.grading.text import tokenize
+from atlas_pipeline.grading.values import numbers_in  # noqa: F401  (public here before grading/ existed)
+from atlas_pipeline.parsing.model import Table
 from atlas_pipeline.status import DocumentStatus
 
-_NUMBER = re.compile(r"[-\u2212\u2013]?\d[\d,]*(?:[.\u00b7]\d+)?")
-DONE_AT = 0.9
-PARTIAL_AT = 0.5
-
-
-@dataclass
-class FieldResult:
-    """One extracted field as a reviewer sees it."""
-
-    module: str
-    value: Any
-    quote: str | None
-    confidence: float
-    tier: str  # verified | approximate | unverified | not_reported
-    start: int | None = None
-    end: int | None = None
-    method: str = "none"
-    note: str = ""
-
-    @property
-    def counts_as_complete(self) -> bool:
-        return self.tier in ("verified", "not_reported")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+_PAGE_MARKER = re.compile(r"<!--\s*page\s+(\d+)\s*-->")
 
 
 @dataclass
@@ -56,94 +41,83 @@ class ExtractionOutcome:
     chunks: int
     completeness: float
     status: DocumentStatus
+    reason: str
+    violations: list[Violation] = field(default_factory=list)
+    tables_sent: int = 0  # table HTMLs sent over all calls (each chunk gets the tables of its pages)
 
 
-def numbers_in(text: str) -> list[float]:
-    """Numbers written in ``text`` (unicode minus, middle-dot decimals and thousands separators understood)."""
-    found = []
-    for raw in _NUMBER.findall(unicodedata.normalize("NFKC", text)):
-        cleaned = raw.replace("\u2212", "-").replace("\u2013", "-").replace("\u00b7", ".")
-        candidates = {cleaned.replace(",", "")}
-        if cleaned.count(",") == 1 and "." not in cleaned:
-            candidates.add(cleaned.replace(",", "."))  # decimal comma
-        for candidate in candidates:
-            try:
-                found.append(float(candidate))
-            except ValueError:
-                continue
-    return found
-
-
-def value_in_quote(value: Any, quote: str) -> bool:
-    """A numeric value must be written in its own quote (same number, sign included)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return True
-    return any(math.isclose(value, number, rel_tol=0, abs_tol=1e-9) for number in numbers_in(quote))
-
-
-def grade_field(field: TemplateField, module: str, answer: dict | None, scope: str) -> FieldResult:
-    value = (answer or {}).get("value")
-    quote = (answer or {}).get("quote")
-    if value in (None, "", []) and not quote:
-        return FieldResult(module, None, None, 1.0, "not_reported")
-    if not quote:
-        return FieldResult(module, value, None, 0.0, "unverified", note="no quote given")
-    match = match_quote(quote, scope)
-    result = FieldResult(module, value, quote, match.confidence, match.tier, match.start, match.end, match.method)
-    if value is None:
-        result.note = "quote without a value"
-    elif not value_in_quote(value, quote):
-        result.confidence, result.tier, result.note = 0.0, "unverified", "value is not written in its quote"
-    elif match.tier == "unverified":
-        result.note = "quote not found in the document"
-    return result
-
-
-def completeness(template: Template, fields: dict[str, FieldResult]) -> float:
-    """Weighted share (required fields count twice) of fields verified or explicitly not reported."""
-    total = sum(2 if f.required else 1 for f in template.fields)
-    good = sum(2 if f.required else 1 for f in template.fields if fields[f.name].counts_as_complete)
-    return round(good / total, 4) if total else 1.0
-
-
-def status_for(score: float) -> DocumentStatus:
-    if score >= DONE_AT:
-        return DocumentStatus.DONE
-    if score >= PARTIAL_AT:
-        return DocumentStatus.PARTIAL
-    return DocumentStatus.INCOMPLETE
-
-
-def split_chunks(text: str, size: int, overlap: int, max_chunks: int) -> list[str]:
-    """Overlapping chunks cut at paragraph breaks when possible; never more than ``max_chunks``, nothing dropped
-    (the chunk size grows until the whole text fits)."""
+def chunk_spans(text: str, size: int, overlap: int, max_chunks: int) -> list[tuple[int, int]]:
+    """(start, end) of overlapping chunks cut at paragraph breaks when possible; never more than ``max_chunks``,
+    nothing dropped (the chunk size grows until the whole text fits)."""
     size = max(size, math.ceil(len(text) / max_chunks) + overlap, 2 * overlap + 1)
     while True:
-        chunks = _cut(text, size, overlap)
-        if len(chunks) <= max_chunks:
-            return chunks
+        spans = _cut(text, size, overlap)
+        if len(spans) <= max_chunks:
+            return spans
         size = math.ceil(size * 1.25)
 
 
-def _cut(text: str, size: int, overlap: int) -> list[str]:
-    chunks, start = [], 0
+def split_chunks(text: str, size: int, overlap: int, max_chunks: int) -> list[str]:
+    return [text[start:end] for start, end in chunk_spans(text, size, overlap, max_chunks)]
+
+
+def _cut(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    spans, start = [], 0
     while start < len(text):
         end = min(len(text), start + size)
         if end < len(text):
             cut = text.rfind("\n\n", start + size // 2, end)
             end = cut if cut > start else end
-        chunks.append(text[start:end])
+        spans.append((start, end))
         if end >= len(text):
             break
         start = max(end - overlap, start + 1)
-    return chunks or [""]
+    return spans or [(0, 0)]
 
 
-def _better(candidate: FieldResult, current: FieldResult | None) -> bool:
-    if current is None:
-        return True
-    rank = {"verified": 3, "approximate": 2, "unverified": 1, "not_reported": 0}
-    return (rank[candidate.tier], candidate.confidence) > (rank[current.tier], current.confidence)
+def tables_for_chunks(markdown: str, spans: list[tuple[int, int]], tables: Sequence[Table]) -> list[list[Table]]:
+    """The tables each chunk needs: those on the pages the chunk covers (PDF), or whose text is in the chunk (HTML,
+    JATS). A table placed in no chunk goes with every chunk, so none is lost."""
+    if len(spans) <= 1:
+        return [list(tables)]
+    view = tokenize(markdown)
+    per_chunk: list[list[Table]] = [[] for _ in spans]
+    for table in tables:
+        homes = []
+        for index, (start, end) in enumerate(spans):
+            pages = {int(m.group(1)) for m in _PAGE_MARKER.finditer(markdown, start, end)}
+            first_page = view.page_of(start)
+            if first_page is not None:
+                pages.add(first_page)
+            head = table.text.split("\n", 1)[0][:200]
+            if (table.page is not None and table.page in pages) or (table.page is None and head in markdown[start:end]):
+                homes.append(index)
+        for index in homes or range(len(spans)):
+            per_chunk[index].append(table)
+    return per_chunk
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
+    return str(a).strip().casefold() == str(b).strip().casefold()
+
+
+def _merge(name: str, candidates: list[tuple[int, FieldResult]]) -> FieldResult:
+    """The kept value of a field over all chunks, with every chunk's candidate and a flag when verified ones
+    disagree."""
+    answered = [(chunk, result) for chunk, result in candidates if result.answered] or candidates
+    chunk, best = max(answered, key=lambda item: (TIER_RANK[item[1].tier], item[1].confidence, -item[0]))
+    best.chunk = chunk
+    others = [(c, r) for c, r in candidates if r.tier != "not_reported"]
+    best.candidates = [
+        {"chunk": c, "value": r.value, "quote": r.quote, "tier": r.tier, "confidence": r.confidence} for c, r in others
+    ]
+    verified = [(c, r) for c, r in others if r.tier == "verified"]
+    if any(not _same_value(r.value, best.value) for _, r in verified):
+        said = ", ".join(f"chunk {c}: {r.value!r}" for c, r in verified)
+        best.flags.append(f"chunks disagree on {name} (verified in each): {said}")
+    return best
 
 
 def extract_with_llm(
@@ -151,31 +125,51 @@ def extract_with_llm(
     template: Template,
     rule: Rule,
     markdown: str,
-    tables_html: list[str],
-    tables_text: str,
+    tables: Sequence[Table],
 ) -> ExtractionOutcome:
-    """Run the rule's strategy and grade every field against markdown + table text."""
+    """Run the rule's strategy and grade every field against the markdown and the tables."""
     schema = json_schema(template)
     model = answer_model(template)
-    scope = markdown + "\n\n" + tables_text
+    scope = EvidenceScope(markdown, tables)
     strategy = rule.strategy
     if strategy == "auto":
         strategy = "chunked" if len(markdown) > rule.chunk_size_chars else "direct"
     if strategy == "chunked":
-        chunks = split_chunks(markdown, rule.chunk_size_chars, rule.chunk_overlap_chars, rule.max_chunks)
+        spans = chunk_spans(markdown, rule.chunk_size_chars, rule.chunk_overlap_chars, rule.max_chunks)
     else:
-        chunks = [markdown]
+        spans = [(0, len(markdown))]
+    chunk_tables = tables_for_chunks(markdown, spans, tables)
     usage = Usage()
-    best: dict[str, FieldResult] = {}
-    modules = {field.name: module.name for module in template.modules for field in module.fields}
-    for index, chunk in enumerate(chunks, 1):
-        part = (index, len(chunks)) if len(chunks) > 1 else None
-        messages = build_messages(template, chunk, tables_html, rule.custom_instructions, schema=schema, part=part)
+    candidates: dict[str, list[tuple[int, FieldResult]]] = {f.name: [] for f in template.fields}
+    modules = {f.name: module.name for module in template.modules for f in module.fields}
+    for index, (start, end) in enumerate(spans, 1):
+        part = (index, len(spans)) if len(spans) > 1 else None
+        html = [table.html for table in chunk_tables[index - 1]]
+        messages = build_messages(
+            template, markdown[start:end], html, rule.custom_instructions, schema=schema, part=part
+        )
         answer = client.complete(messages, schema, model)
         usage.add(answer.usage)
-        for field in template.fields:
-            graded = grade_field(field, modules[field.name], answer.data.get(field.name), scope)
-            if _better(graded, best.get(field.name)):
-                best[field.name] = graded
-    score = completeness(template, best)
-    return ExtractionOutcome(best, usage, strategy, len(chunks), score, status_for(score))
+        for item in template.fields:
+            # absent from the answer → None (not answered); an explicit null → {} (not reported)
+            given = (answer.data[item.name] or {}) if item.name in answer.data else None
+            graded = grade_field(item.name, item.type, modules[item.name], given, scope, item.synonyms)
+            candidates[item.name].append((index, graded))
+    if len(spans) > 1:
+        fields = {name: _merge(name, found) for name, found in candidates.items()}
+    else:
+        fields = {name: found[0][1] for name, found in candidates.items()}
+    violations = apply_checks(template.checks, fields)
+    required = {f.name: f.required for f in template.fields}
+    status, score, reason = document_status(required, fields, violations)
+    return ExtractionOutcome(
+        fields=fields,
+        usage=usage,
+        strategy=strategy,
+        chunks=len(spans),
+        completeness=score,
+        status=status,
+        reason=reason,
+        violations=violations,
+        tables_sent=sum(len(group) for group in chunk_tables),
+    )

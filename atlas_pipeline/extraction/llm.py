@@ -246,7 +246,7 @@ class LLMClient:
         if not isinstance(raw, dict):
             return {}, "the JSON is not an object"
         try:
-            return model.model_validate(raw).model_dump(mode="json"), None
+            return model.model_validate(raw).model_dump(mode="json", exclude_unset=True), None
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(part) for part in first["loc"])

@@ -22,7 +22,7 @@ _JSON_TYPES = {
 }
 _PY_TYPES: dict[str, Any] = {
     "string": str,
-    "integer": int,
+    "integer": int | float,  # 30.5 for a count is kept and flagged by the template's checks, not a broken answer
     "number": float,
     "boolean": bool,
     "date": str,
@@ -63,7 +63,8 @@ class _Lenient(BaseModel):
 
 
 def answer_model(template: Template) -> type[BaseModel]:
-    """A pydantic model that validates (and coerces) one answer; missing fields count as not reported."""
+    """A pydantic model that validates (and coerces) one answer. Dump it with ``exclude_unset=True``: a field the
+    model left out stays out (it counts against completeness), an explicit null stays null (not reported)."""
     fields: dict[str, Any] = {}
     for field in template.fields:
         value_type = Literal[tuple(field.enum or [""])] if field.type == "enum" else _PY_TYPES[field.type]

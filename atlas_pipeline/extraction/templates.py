@@ -1,7 +1,9 @@
-"""Extraction templates: modules of typed fields, loaded from seed data, with a content hash.
+"""Extraction templates: modules of typed fields and consistency checks, loaded from seed data, with a content hash.
 
 Every extraction records the hash of the template it used, so a changed template makes old extractions stale
-instead of silently mixing two versions in one export.
+instead of silently mixing two versions in one export. An enum field may agree synonyms for its values (the words a
+quote may use to support ``low`` risk of bias, say); ``checks`` declare what must hold between values
+(``grading.consistency``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from atlas_pipeline.grading.consistency import ConsistencyCheck, check_fields_exist
 
 FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]
 
@@ -23,6 +27,9 @@ class TemplateField(BaseModel):
     required: bool = False
     unit: str | None = None
     enum: list[str] | None = None
+    synonyms: dict[str, list[str]] = Field(
+        default_factory=dict, description="enum value → words a quote may use for it (agreed by the team)"
+    )
 
 
 class TemplateModule(BaseModel):
@@ -37,6 +44,14 @@ class Template(BaseModel):
     version: str
     description: str = ""
     modules: list[TemplateModule]
+    checks: list[ConsistencyCheck] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _checks_name_numeric_fields(self) -> Template:
+        problems = check_fields_exist(self.checks, {field.name: field.type for field in self.fields})
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @property
     def fields(self) -> list[TemplateField]:

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 # Bump when a change to parsing changes its output: cached parses with another fingerprint are redone.
-PARSER_REVISION = 1
+PARSER_REVISION = 2  # 2: page markers, unreadable glyphs shown as �
 
 
 class ParseOptions(dict):

@@ -3,6 +3,10 @@
 The layout engine (pymupdf-layout) classifies each page's boxes once; the markdown is rendered from that parse and
 the table boxes of the same parse give the tables, so there is no second table-detection pass. Image-only pages are
 OCR'd with tesseract when it is installed (pymupdf4llm decides per page).
+
+Every page starts with a marker ``<!-- page N -->`` (an HTML comment: invisible when the markdown is rendered), so an
+offset in the text has a page a person can open. Characters the text layer cannot give truthfully are ``�``
+(``parsing.text_layer``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,26 @@ from pymupdf4llm.helpers import document_layout
 from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumentError
 from atlas_pipeline.parsing.model import ParsedDocument, Table
 from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
+from atlas_pipeline.parsing.text_layer import mark_control_characters, mark_misdrawn_glyphs
 
 PYMUPDF4LLM_VERSION = version("pymupdf4llm")
 # MuPDF and pymupdf4llm chatter goes to Python logging (Dagster captures it) instead of the terminal.
 pymupdf.set_messages(pylogging=True, pylogging_name="pymupdf", pylogging_level=logging.DEBUG)
 _TABLE_CAPTION = re.compile(r"^\s*(\*\*)?\s*(table|tab\.)\s*[0-9ivxlc]+", re.IGNORECASE)
+_PAGE_END = re.compile(r"\n*--- end of page(?:\.page_number)?=(\d+) ---\n*")
+PAGE_MARKER = "<!-- page {number} -->"
+
+
+def with_page_markers(markdown: str) -> str:
+    """pymupdf4llm's page separators ("--- end of page=N ---") → a marker at the start of every page."""
+    pieces = _PAGE_END.split(markdown)
+    pages = pieces[0::2]
+    out = []
+    for number, text in enumerate(pages[:-1] if len(pages) > 1 else pages, 1):
+        out.append(PAGE_MARKER.format(number=number) + "\n\n" + text.strip("\n") + "\n\n")
+    if len(pages) > 1 and pages[-1].strip():
+        out.append(pages[-1].strip("\n") + "\n")
+    return "".join(out)
 
 
 def open_pdf(data: bytes) -> pymupdf.Document:
@@ -82,10 +101,12 @@ def _tables_from_layout(parsed: document_layout.ParsedDocument, doc: pymupdf.Doc
             if box.boxclass != "table" or not box.table:
                 continue
             caption = _caption_for(page.boxes, position)
-            rows = box.table.get("extract")
+            rows = [
+                [mark_control_characters(str(cell or ""))[0] for cell in row] for row in box.table.get("extract") or []
+            ]
             if not rows:  # the layout model saw a table but found no grid: keep its words as one column
                 clip = pymupdf.Rect(box.x0, box.y0, box.x1, box.y1)
-                words = doc[page.page_number - 1].get_text("text", clip=clip)
+                words = mark_control_characters(doc[page.page_number - 1].get_text("text", clip=clip))[0]
                 rows = [[line] for line in words.splitlines() if line.strip()]
                 if not rows:
                     continue
@@ -113,6 +134,7 @@ def parse_pdf(
     pymupdf.TOOLS.mupdf_warnings()  # reset the warning buffer
     doc = open_pdf(data)
     warnings: list[str] = []
+    misdrawn = mark_misdrawn_glyphs(doc)
     if (doc.permissions & pymupdf.PDF_PERM_COPY) == 0:
         warnings.append("the PDF's permissions do not allow copying text; extracted for review only")
     try:
@@ -120,7 +142,7 @@ def parse_pdf(
             if engine == "legacy":
                 from pymupdf4llm.helpers import pymupdf_rag
 
-                markdown = pymupdf_rag.to_markdown(doc, show_progress=False)
+                markdown = pymupdf_rag.to_markdown(doc, show_progress=False, page_separators=True)
                 tables: list[Table] = []
                 ocr_pages: list[int] = []
             else:
@@ -141,7 +163,7 @@ def parse_pdf(
                     ocr_language=ocr_language,
                     show_progress=False,
                 )
-                markdown = parsed.to_markdown(header=True, footer=True, show_progress=False)
+                markdown = parsed.to_markdown(header=True, footer=True, show_progress=False, page_separators=True)
                 tables = _tables_from_layout(parsed, doc)
     except (RuntimeError, ValueError, IndexError, KeyError) as error:
         raise UnreadableDocumentError(f"PDF could not be parsed: {error}") from error
@@ -150,7 +172,12 @@ def parse_pdf(
         title = (doc.metadata or {}).get("title") or ""
         doc.close()
     warnings.extend(_collect_warnings())
-    if not markdown.strip() and not tables:
+    markdown = mark_control_characters(markdown)[0]
+    unreadable = markdown.count("\ufffd")
+    if unreadable:
+        glyphs = f" ({misdrawn} glyph code(s) drawn as another character)" if misdrawn else ""
+        warnings.append(f"{unreadable} character(s) of the PDF's text layer are unreadable and shown as �{glyphs}")
+    if not _PAGE_END.sub("", markdown).strip() and not tables:
         reason = "no extractable text: the pages have no text layer"
         if not ocr:
             reason += " and OCR is off (ATLAS_OCR=false)"
@@ -159,7 +186,7 @@ def parse_pdf(
         raise UnreadableDocumentError(reason)
     return ParsedDocument(
         media_type="application/pdf",
-        markdown=markdown,
+        markdown=with_page_markers(markdown),
         tables=tables,
         page_count=page_count,
         ocr_pages=ocr_pages,

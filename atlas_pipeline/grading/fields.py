@@ -1,0 +1,172 @@
+"""One extracted field graded for a reviewer, and what a document's fields add up to (completeness and status).
+
+Tiers — what each promises:
+
+- ``verified``: the quote is in the document exactly, up to typography, and the value is written in it (numbers) or
+  supported by it (text, enum). A reviewer may skip it — unless a consistency check flags it.
+- ``approximate``: close but not exact (a letter-level slip, an unreadable character in the PDF's text, a lost
+  decimal point), or a text/enum value its quote does not plainly say. A person looks.
+- ``unverified``: the quote is not in the document, differs in a number, sign, comparator, negation or meaning, or
+  the value is a number that its quote does not contain. A person must check.
+- ``not_reported``: the model says the document does not report it (a quote it gave anyway is kept in the note).
+
+Completeness is the weighted share (required fields twice) of fields that are verified, or explicitly not reported
+for an optional field; a required field not found, a field the model left out of its answer, and a field flagged by a
+consistency check count against it. ≥ 0.9 ``done``, ≥ 0.5 ``partial``, below ``incomplete``; an answer with no value
+at all is ``incomplete``, and a consistency violation or a disagreement between chunks keeps a document from
+``done``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from atlas_pipeline.grading.consistency import ConsistencyCheck, Violation, evaluate
+from atlas_pipeline.grading.locations import EvidenceScope
+from atlas_pipeline.grading.values import value_support
+from atlas_pipeline.status import DocumentStatus
+
+DONE_AT = 0.9
+PARTIAL_AT = 0.5
+REVIEW_TIERS = ("unverified", "approximate")
+TIER_RANK = {"verified": 3, "approximate": 2, "unverified": 1, "not_reported": 0}
+
+
+@dataclass
+class FieldResult:
+    """One extracted field as a reviewer sees it: value, quote, grade, and where the evidence is."""
+
+    module: str
+    value: Any
+    quote: str | None
+    confidence: float
+    tier: str  # verified | approximate | unverified | not_reported
+    start: int | None = None  # span in document.md
+    end: int | None = None
+    method: str = "none"  # exact | segmented | close | none
+    note: str = ""
+    page: int | None = None
+    table: int | None = None  # index in tables.json when the quote is in a table
+    row: int | None = None  # 1-based row of that table
+    answered: bool = True  # False: the model's answer left this field out
+    flags: list[str] = field(default_factory=list)  # consistency violations and chunk disagreements
+    chunk: int | None = None  # chunked strategy: the chunk (1-based) the kept value came from
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # chunked: other chunks' differing values
+
+    @property
+    def needs_review(self) -> bool:
+        return self.tier in REVIEW_TIERS or bool(self.flags)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _add_note(result: FieldResult, note: str) -> None:
+    result.note = f"{result.note}; {note}" if result.note else note
+
+
+def grade_field(
+    name: str,
+    field_type: str,
+    module: str,
+    answer: dict[str, Any] | None,
+    scope: EvidenceScope,
+    synonyms: dict[str, list[str]] | None = None,
+) -> FieldResult:
+    """Grade the model's ``{"value": …, "quote": …}`` for one field against the document's evidence scope."""
+    if answer is None:
+        return FieldResult(module, None, None, 0.0, "not_reported", answered=False, note="no answer for this field")
+    value, quote = answer.get("value"), answer.get("quote")
+    if isinstance(quote, str) and not quote.strip():
+        quote = None
+    if value in (None, "", []):
+        result = FieldResult(module, None, None, 1.0, "not_reported")
+        if quote:
+            result.note = f"not reported; the model gave a quote without a value (kept as a note): {quote!r}"
+        return result
+    if not quote:
+        return FieldResult(module, value, None, 0.0, "unverified", note="no quote given")
+    evidence = scope.find(quote)
+    match = evidence.match
+    result = FieldResult(
+        module,
+        value,
+        quote,
+        match.confidence,
+        match.tier,
+        evidence.start,
+        evidence.end,
+        match.method,
+        match.note,
+        evidence.page,
+        evidence.table,
+        evidence.row,
+    )
+    problem = value_support(value, quote, field_type, synonyms)
+    if problem:
+        _add_note(result, problem)
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if numeric:
+            result.confidence, result.tier = 0.0, "unverified"
+        elif result.tier == "verified":
+            result.confidence, result.tier = min(result.confidence, 0.9), "approximate"
+    elif result.tier == "unverified" and not result.note:
+        result.note = "quote not found in the document"
+    return result
+
+
+def apply_checks(checks: list[ConsistencyCheck], fields: dict[str, FieldResult]) -> list[Violation]:
+    """Evaluate the template's checks on the extracted values and flag every field each violation involves."""
+    violations = evaluate(checks, {name: result.value for name, result in fields.items()})
+    for violation in violations:
+        for name in violation.fields:
+            if violation.message not in fields[name].flags:
+                fields[name].flags.append(violation.message)
+    return violations
+
+
+def completeness(required: dict[str, bool], fields: dict[str, FieldResult]) -> float:
+    """Weighted share (required fields count twice) of fields that count as complete (see the module docstring)."""
+    total = good = 0
+    for name, is_required in required.items():
+        weight = 2 if is_required else 1
+        total += weight
+        result = fields[name]
+        complete = not result.flags and (
+            result.tier == "verified" or (result.tier == "not_reported" and result.answered and not is_required)
+        )
+        good += weight if complete else 0
+    return round(good / total, 4) if total else 1.0
+
+
+def document_status(
+    required: dict[str, bool], fields: dict[str, FieldResult], violations: list[Violation]
+) -> tuple[DocumentStatus, float, str]:
+    """Status, completeness and the reason a person reads."""
+    score = completeness(required, fields)
+    found = [result for result in fields.values() if result.tier != "not_reported"]
+    review = [name for name, result in fields.items() if result.needs_review]
+    missing = [name for name, is_required in required.items() if is_required and fields[name].tier == "not_reported"]
+    if not found:
+        return DocumentStatus.INCOMPLETE, score, "the model reported no value for any field"
+    status = (
+        DocumentStatus.DONE
+        if score >= DONE_AT
+        else DocumentStatus.PARTIAL
+        if score >= PARTIAL_AT
+        else DocumentStatus.INCOMPLETE
+    )
+    flagged = any(result.flags for result in fields.values())
+    if (violations or flagged) and status == DocumentStatus.DONE:
+        status = DocumentStatus.PARTIAL  # values that contradict each other are never done
+    parts = [f"completeness {score:.0%}"]
+    if review:
+        parts.append(f"{len(review)} field(s) need review")
+    if missing:
+        parts.append(f"required not found: {', '.join(missing)}")
+    if violations:
+        parts.append(f"{len(violations)} consistency violation(s): " + "; ".join(v.message for v in violations[:3]))
+    if not review and not missing and not violations:
+        parts.append("every value verified or not reported")
+    return status, score, "; ".join(parts)
