@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel
 
 from atlas_pipeline.knowledge_base import KnowledgeBase, SourceFile, SourceMissingError
+from atlas_pipeline.parsing.errors import DocumentError
+from atlas_pipeline.parsing.media import detect_media_type
 from atlas_pipeline.partition_keys import make_key
 from atlas_pipeline.storage import Store
 
@@ -40,11 +42,14 @@ class CatalogEntry(BaseModel):
     marker: str
     aliases: list[str] = []  # other source paths holding the very same bytes
     removed: bool = False
+    problem: str = ""  # why the source is not read (a symlink leaving the knowledge base, too large, …)
     first_seen: str
     updated: str
 
     @property
     def fingerprint(self) -> str:
+        if self.problem:  # never read: the fingerprint of the reason, so a new reason runs again
+            return "p" + hashlib.sha256(self.problem.encode()).hexdigest()[:15]
         return self.sha256[:16]
 
     @property
@@ -65,7 +70,7 @@ class Catalog(BaseModel):
         return index
 
     def by_sha(self) -> dict[str, CatalogEntry]:
-        return {entry.sha256: entry for entry in self.entries.values()}
+        return {entry.sha256: entry for entry in self.entries.values() if entry.sha256}
 
     def active(self) -> list[CatalogEntry]:
         return [entry for entry in self.entries.values() if not entry.removed]
@@ -83,6 +88,7 @@ class ScanResult:
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (path, key it duplicates)
     vanished: list[str] = field(default_factory=list)
     deferred: int = 0
+    last_key: str = ""  # the entry the last source went to (bookkeeping inside ``scan``)
 
     @property
     def changed(self) -> bool:
@@ -104,16 +110,29 @@ class ScanResult:
         return ", ".join(parts)
 
 
+def _fits(name: str, head: bytes) -> bool:
+    """Does a file's name agree with what its first bytes are (``x.pdf`` holding text does not)?"""
+    try:
+        detect_media_type(head, name)
+    except DocumentError:
+        return False
+    return True
+
+
 def scan(
     catalog: Catalog,
     listing: Iterable[SourceFile],
-    read: Callable[[str], bytes],
+    fingerprint: Callable[[str], tuple[str, int]],
     budget_seconds: float = float("inf"),
+    head: Callable[[str], bytes] | None = None,
 ) -> ScanResult:
     """Compare a listing with the catalog and return the updated catalog (the input is not modified).
 
-    Files whose size and change marker match the catalog are not read. New or changed files are read and hashed
-    until ``budget_seconds`` runs out; the rest are counted as deferred and picked up by the next scan.
+    Files whose size and change marker match the catalog are not read. New or changed files are fingerprinted
+    (``fingerprint(path)`` → sha256, size; read in chunks) until ``budget_seconds`` runs out; the rest are counted
+    as deferred and picked up by the next scan. A listed ``problem`` (a symlink leaving the knowledge base, a file
+    over the size limit) makes an entry that is never read. Of two names for the same bytes, the one whose
+    extension fits the bytes names the source (``head(path)`` gives the first bytes to tell).
     """
     updated = catalog.model_copy(deep=True)
     result = ScanResult(catalog=updated)
@@ -127,7 +146,11 @@ def scan(
     for source in listing:
         seen.add(source.path)
         known = path_index.get(source.path)
-        if known is not None and known.size == source.size and known.marker == source.marker:
+        if source.problem:
+            _problem_entry(updated, result, source, known, stamp)
+            path_index[source.path] = entries[result.last_key]
+            continue
+        if known is not None and not known.problem and known.size == source.size and known.marker == source.marker:
             if known.removed and known.source_path == source.path:
                 known.removed = False
                 known.updated = stamp
@@ -137,12 +160,11 @@ def scan(
             result.deferred += 1
             continue
         try:
-            data = read(source.path)
+            digest, size = fingerprint(source.path)
         except SourceMissingError:
             result.vanished.append(source.path)
             seen.discard(source.path)
             continue
-        digest = sha256_of(data)
 
         if known is not None and known.source_path == source.path:
             if known.removed:
@@ -152,8 +174,9 @@ def scan(
             if known.removed or known.sha256 != digest:
                 known.sha256 = digest
                 known.removed = False
+                known.problem = ""
                 known.updated = stamp
-            known.size, known.marker = len(data), source.marker
+            known.size, known.marker = size, source.marker
             sha_index[digest] = known
             continue
         if known is not None:  # an alias whose bytes changed: it becomes a document of its own
@@ -162,12 +185,19 @@ def scan(
         twin = sha_index.get(digest)
         if twin is not None and twin.removed:  # moved or renamed: the document keeps its key
             twin.source_path, twin.removed, twin.updated = source.path, False, stamp
-            twin.size, twin.marker = len(data), source.marker
+            twin.size, twin.marker = size, source.marker
             path_index[source.path] = twin
             result.restored.append(twin.key)
             continue
         if twin is not None:
-            if source.path not in twin.aliases and source.path != twin.source_path:
+            if (
+                head is not None
+                and not _fits(twin.source_path, head(twin.source_path))
+                and _fits(source.path, head(source.path))
+            ):  # the same bytes as x.pdf and x.txt: the name that says what they are names the document
+                twin = _rename(updated, result, twin, source.path, stamp)
+                sha_index[digest] = twin
+            elif source.path not in twin.aliases and source.path != twin.source_path:
                 twin.aliases.append(source.path)
             result.duplicates.append((source.path, twin.key))
             path_index[source.path] = twin
@@ -178,7 +208,7 @@ def scan(
             key=key,
             source_path=source.path,
             sha256=digest,
-            size=len(data),
+            size=size,
             marker=source.marker,
             first_seen=stamp,
             updated=stamp,
@@ -202,6 +232,52 @@ def scan(
     return result
 
 
+def _problem_entry(
+    catalog: Catalog, result: ScanResult, source: SourceFile, known: CatalogEntry | None, stamp: str
+) -> None:
+    """A listed source that will not be read: a catalog entry with the reason (never hashed)."""
+    entries = catalog.entries
+    if known is not None and known.source_path == source.path:
+        if known.problem != source.problem or known.removed:
+            (result.restored if known.removed else result.edited).append(known.key)
+            known.problem, known.sha256, known.removed, known.updated = source.problem, "", False, stamp
+            known.size, known.marker = source.size, source.marker
+        result.last_key = known.key
+        return
+    if known is not None:
+        known.aliases.remove(source.path)
+    key = make_key(source.path, entries)
+    entries[key] = CatalogEntry(
+        key=key,
+        source_path=source.path,
+        sha256="",
+        size=source.size,
+        marker=source.marker,
+        problem=source.problem,
+        first_seen=stamp,
+        updated=stamp,
+    )
+    result.new.append(key)
+    result.last_key = key
+
+
+def _rename(catalog: Catalog, result: ScanResult, twin: CatalogEntry, path: str, stamp: str) -> CatalogEntry:
+    """Make ``path`` the source of ``twin``'s document (the old name becomes an alias); a document first seen in
+    this very scan takes the key of its better name."""
+    old = twin.source_path
+    twin.source_path, twin.updated = path, stamp
+    if old not in twin.aliases:
+        twin.aliases.append(old)
+    if twin.key in result.new:
+        entries = catalog.entries
+        del entries[twin.key]
+        result.new.remove(twin.key)
+        twin = twin.model_copy(update={"key": make_key(path, entries)})
+        entries[twin.key] = twin
+        result.new.append(twin.key)
+    return twin
+
+
 def load_catalog(store: Store) -> Catalog:
     return Catalog.model_validate(store.read_json_or(CATALOG_PATH, {"entries": {}}))
 
@@ -213,7 +289,7 @@ def save_catalog(store: Store, catalog: Catalog) -> None:
 def refresh_catalog(knowledge_base: KnowledgeBase, store: Store, budget_seconds: float = float("inf")) -> ScanResult:
     """Scan the knowledge base against the stored catalog and save it when anything changed."""
     catalog = load_catalog(store)
-    result = scan(catalog, knowledge_base.list(), knowledge_base.read, budget_seconds)
+    result = scan(catalog, knowledge_base.list(), knowledge_base.sha256, budget_seconds, knowledge_base.head)
     if result.changed or result.catalog != catalog:
         save_catalog(store, result.catalog)
     return result

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
 from atlas_pipeline.extraction.templates import TemplateError
+from atlas_pipeline.redaction import install_log_redaction, redact
 from atlas_pipeline.settings import SettingsError, describe_settings, load_settings
-
-QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def _states(instance, atlas):
@@ -27,95 +27,18 @@ def _print_summary(states) -> None:
         print(f"  - {state.key}: {state.status.value}: {state.reason}")
 
 
-_WORKER: dict = {}
-
-
-def _worker_context(defs=None, instance=None):
-    """Definitions and instance: given, or (in a worker process) built once and cached."""
-    import dagster as dg
-
-    from atlas_pipeline.definitions import build_definitions
-
-    if defs is None:
-        if not _WORKER:
-            _WORKER["defs"] = build_definitions(load_settings())
-            _WORKER["instance"] = dg.DagsterInstance.get()
-        defs, instance = _WORKER["defs"], _WORKER["instance"]
-    return defs, instance
-
-
-def _run_batch(keys: list[str], defs=None, instance=None) -> list[tuple[str, bool, float]]:
-    """Materialise the documents of ``keys`` (consecutive partitions) in one Dagster run — one run per document
-    when there is one key. A batch whose run fails is run again one document per run, so a document that raises
-    fails alone, with its own reason."""
-    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-
-    defs, instance = _worker_context(defs, instance)
-    tags = {"atlas/launched_by": "atlas run"}
-    began = time.perf_counter()
-    if len(keys) == 1:
-        result = defs.resolve_job_def("document_job").execute_in_process(
-            partition_key=keys[0], instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags
-        )
-        return [(keys[0], result.success, time.perf_counter() - began)]
-    tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
-    job = defs.resolve_job_def("document_batch_job")  # a partition range: the checks are logged per document
-    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags)
-    if not result.success:
-        return [outcome for key in keys for outcome in _run_batch([key], defs, instance)]
-    each = (time.perf_counter() - began) / len(keys)
-    return [(key, True, each) for key in keys]
-
-
-def batches(keys: list[str], ordered: list[str], size: int) -> list[list[str]]:
-    """``keys`` cut into runs of at most ``size`` partitions that are consecutive in the partition order
-    (``ordered``): a batched run targets a partition range, which must not take in documents not asked for."""
-    wanted, groups, current = set(keys), [], []
-    for key in ordered:
-        if key in wanted:
-            current.append(key)
-            if len(current) == size:
-                groups.append(current)
-                current = []
-        elif current:
-            groups.append(current)
-            current = []
-    if current:
-        groups.append(current)
-    registered = set(ordered)
-    return groups + [[key] for key in keys if key not in registered]
-
-
-def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1):
-    """Yield (key, success, seconds) per document as runs finish; ``batch`` > 1 materialises up to that many
-    documents per Dagster run, ``workers`` > 1 runs batches in parallel processes."""
-    from atlas_pipeline.defs.partitions import documents_partitions
-
-    ordered = list(instance.get_dynamic_partitions(documents_partitions.name))
-    groups = batches(keys, ordered, max(1, batch))
-    if workers <= 1 or len(groups) <= 1:
-        for group in groups:
-            yield from _run_batch(group, defs, instance)
-        return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_batch, group) for group in groups]
-        for future in as_completed(futures):
-            yield from future.result()
-
-
 def command_run(args: argparse.Namespace) -> int:
-    """Scan the knowledge base, materialise every document, then task completion and the exports."""
+    """Scan the knowledge base, materialise every new or changed document, then task completion and the exports."""
     import dagster as dg
 
     from atlas_pipeline.catalog import refresh_catalog
     from atlas_pipeline.definitions import build_definitions
+    from atlas_pipeline.defs.document_states import already_extracted
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.instance import prepare_dagster_home
     from atlas_pipeline.records import ExtractionRecord, read_record
+    from atlas_pipeline.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.status import TERMINAL
 
     settings = load_settings()
@@ -123,34 +46,64 @@ def command_run(args: argparse.Namespace) -> int:
     atlas = AtlasResource.from_settings(settings)
     defs = build_definitions(settings)
     store = atlas.store()
-    template = atlas.load_template()  # a broken rule or template stops here, before any document runs
+    template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
     print(f"knowledge base: {settings.knowledge_base}")
-    print(f"rule:           {atlas.rule} ({atlas.load_rule().postprocess_mode} mode, template {template.code})")
+    print(f"rule:           {atlas.rule} ({atlas.mode(rule)} mode, template {template.code})")
     print(f"dagster home:   {home}")
     scan = refresh_catalog(atlas.open_knowledge_base(), store)
     print(f"scan: {scan.summary()}")
     with dg.DagsterInstance.get() as instance:
+        for run_id in reap_dead_runs(instance):
+            print(f"run {run_id[:8]} had lost its process: marked failed, its document runs again")
         existing = set(instance.get_dynamic_partitions(documents_partitions.name))
         new_keys = [key for key in scan.catalog.entries if key not in existing]
         if new_keys:
             instance.add_dynamic_partitions(documents_partitions.name, new_keys)
         entries = scan.catalog.active()
         if args.only:
+            unknown = sorted(set(args.only) - {entry.key for entry in entries})
+            if unknown:
+                known = ", ".join(sorted(entry.key for entry in entries)[:10]) or "none"
+                print(
+                    f"atlas: no document {', '.join(unknown)} in {settings.knowledge_base} (known: {known})",
+                    file=sys.stderr,
+                )
+                return 2
             entries = [entry for entry in entries if entry.key in set(args.only)]
-        started = time.perf_counter()
-        keys = [entry.key for entry in entries]
-        for number, (key, success, seconds) in enumerate(
-            run_documents(keys, args.workers, defs, instance, args.batch), 1
-        ):
-            record = read_record(store, key, "extraction", ExtractionRecord)
-            if success and record is not None:
-                outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
-            else:
-                outcome = "failed: run error (see `atlas status` and the Dagster UI)"
-            print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
+        unchanged = set() if args.force else already_extracted(instance, entries, atlas.extraction_version().tag)
+        keys = [entry.key for entry in entries if entry.key not in unchanged]
+        if unchanged:
+            print(
+                f"{len(unchanged)} unchanged document(s) already extracted with this version: not run again "
+                "(--force redoes them)"
+            )
+        started, stopped = time.perf_counter(), False
+        with stop_on_signals() as received:
+            try:
+                for number, (key, success, seconds) in enumerate(
+                    run_documents(keys, args.workers, defs, instance, args.batch), 1
+                ):
+                    record = read_record(store, key, "extraction", ExtractionRecord)
+                    if success and record is not None:
+                        outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
+                    else:
+                        (state,) = atlas.document_states(instance, only=[key])
+                        outcome = f"{state.status.value}: {state.reason}"
+                    print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
+            except (KeyboardInterrupt, RunStopped):
+                stopped = True
+        if stopped:
+            states = _states(instance, atlas)
+            left = [s for s in states if s.status not in TERMINAL]
+            print(
+                f"\nstopped: {len(left)} document(s) not done stay pending (none is left extracting); "
+                "run `atlas run` again to continue",
+                flush=True,
+            )
+            return 128 + received.get("signal", signal.SIGINT)
         defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
         states = _states(instance, atlas)
-        print(f"\nprocessed {len(entries)} document(s) in {time.perf_counter() - started:.1f} s")
+        print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s")
         _print_summary(states)
         print("exports:")
         from atlas_pipeline.exports import EXPORT_STEM, FIELDS_STEM, FORMATS
@@ -170,10 +123,12 @@ def command_status(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.instance import prepare_dagster_home
+    from atlas_pipeline.runs import reap_dead_runs
 
     settings = load_settings()
     prepare_dagster_home(settings.instance_config)
     with dg.DagsterInstance.get() as instance:
+        reap_dead_runs(instance)
         states = _states(instance, AtlasResource.from_settings(settings))
     _print_summary(states)
     if args.documents:
@@ -323,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help=command_run.__doc__)
     run.add_argument("--only", nargs="+", metavar="KEY", help="process only these partition keys")
     run.add_argument(
+        "--force",
+        action="store_true",
+        help="run documents again even when they were already extracted from the same bytes with this version",
+    )
+    run.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -360,10 +320,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    install_log_redaction()
     try:
         return args.handler(args)
     except (SettingsError, TemplateError, FileNotFoundError) as error:
-        print(f"atlas: {error}", file=sys.stderr)
+        print(f"atlas: {redact(str(error))}", file=sys.stderr)
         return 2
 
 

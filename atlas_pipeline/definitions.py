@@ -8,6 +8,7 @@ from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, documen
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor
 from atlas_pipeline.executors import build_executor
+from atlas_pipeline.redaction import install_log_redaction
 from atlas_pipeline.settings import AtlasSettings, load_settings
 
 
@@ -27,4 +28,5 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
     )
 
 
+install_log_redaction()
 defs = build_definitions(load_settings())

@@ -9,7 +9,9 @@ import polars as pl
 
 from atlas_pipeline.completion import DocumentState, TaskCompletion
 from atlas_pipeline.grading.fields import REVIEW_TIERS
+from atlas_pipeline.redaction import redact_value, secret_values
 from atlas_pipeline.storage import Store
+from atlas_pipeline.workbook import truncate_for_cells, workbook_bytes
 
 EXPORT_STEM = "atlas_documents"
 FIELDS_STEM = "atlas_fields"
@@ -38,6 +40,11 @@ SCHEMA = {
     "extraction_path": pl.String,
     "parser": pl.String,
     "processing_seconds": pl.Float64,
+    "llm_model": pl.String,
+    "llm_calls": pl.Int64,
+    "llm_cache_hits": pl.Int64,
+    "prompt_tokens": pl.Int64,
+    "completion_tokens": pl.Int64,
     "extracted_at": pl.String,
 }
 
@@ -67,12 +74,18 @@ def document_row(state: DocumentState) -> dict:
         "extraction_path": ext.extraction_path or None if ext else None,
         "parser": parse.engine or None if parse else None,
         "processing_seconds": ext.processing_seconds if ext else None,
+        "llm_model": ext.llm_model or None if ext else None,
+        "llm_calls": ext.llm_calls if ext else None,
+        "llm_cache_hits": ext.llm_cache_hits if ext else None,
+        "prompt_tokens": ext.prompt_tokens if ext else None,
+        "completion_tokens": ext.completion_tokens if ext else None,
         "extracted_at": ext.extracted_at if ext else None,
     }
 
 
 def documents_frame(states: list[DocumentState]) -> pl.DataFrame:
-    return pl.DataFrame([document_row(s) for s in states], schema=SCHEMA, orient="row")
+    secrets = secret_values()
+    return pl.DataFrame([redact_value(document_row(s), secrets) for s in states], schema=SCHEMA, orient="row")
 
 
 FIELD_SCHEMA = {
@@ -142,7 +155,9 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
 
 
 def fields_frame(states: list[DocumentState]) -> pl.DataFrame:
-    return pl.DataFrame(field_rows(states), schema=FIELD_SCHEMA, orient="row")
+    secrets = secret_values()
+    rows = [redact_value(row, secrets) for row in field_rows(states)]
+    return pl.DataFrame(rows, schema=FIELD_SCHEMA, orient="row")
 
 
 def extractions_frame(fields: pl.DataFrame) -> pl.DataFrame:
@@ -159,45 +174,27 @@ def extractions_frame(fields: pl.DataFrame) -> pl.DataFrame:
 
 
 def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
-    rows = [{"figure": f"count_{status}", "value": float(count)} for status, count in completion.counts.items()]
-    for name in (
-        "total",
-        "terminal",
-        "open",
-        "completion_rate",
-        "partial_rate",
-        "failure_rate",
-        "skipped_rate",
-    ):
-        rows.append({"figure": name, "value": float(getattr(completion, name))})
+    """Task completion as figure rows: counts as whole numbers, rates as shares, times in seconds."""
+    rows: list[dict] = [{"figure": f"count_{status}", "count": count} for status, count in completion.counts.items()]
+    rows += [{"figure": name, "count": getattr(completion, name)} for name in ("total", "terminal", "open")]
+    rows += [
+        {"figure": name, "rate": getattr(completion, name)}
+        for name in ("completion_rate", "partial_rate", "failure_rate", "skipped_rate")
+    ]
+    rows += [
+        {"figure": name, "count": getattr(completion, name)}
+        for name in ("llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens", "fields_needing_review")
+    ]
     if completion.average_processing_seconds is not None:
-        rows.append({"figure": "average_processing_seconds", "value": completion.average_processing_seconds})
-    return pl.DataFrame(rows, schema={"figure": pl.String, "value": pl.Float64}, orient="row")
+        rows.append({"figure": "average_processing_seconds", "seconds": completion.average_processing_seconds})
+    schema = {"figure": pl.String, "count": pl.Int64, "rate": pl.Float64, "seconds": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
 
 
-def _workbook(documents: pl.DataFrame, fields: pl.DataFrame, completion: TaskCompletion) -> bytes:
-    import xlsxwriter
-
+def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
     buffer = io.BytesIO()
-    review = {"type": "cell", "criteria": "==", "value": True, "format": {"bg_color": "#FFC7CE"}}
-    with xlsxwriter.Workbook(buffer, {"in_memory": True}) as workbook:
-        documents.write_excel(workbook, worksheet="documents", autofilter=True, freeze_panes=(1, 1), autofit=True)
-        extractions_frame(fields).write_excel(workbook, worksheet="extractions", freeze_panes=(1, 1), autofit=True)
-        fields.write_excel(
-            workbook,
-            worksheet="fields",
-            autofilter=True,
-            freeze_panes=(1, 0),
-            conditional_formats={"needs_review": review},
-        )
-        completion_frame(completion).write_excel(workbook, worksheet="task_completion", autofit=True)
-    return buffer.getvalue()
-
-
-def _encode(frame: pl.DataFrame, fmt: str) -> bytes:
-    buffer = io.BytesIO()
-    if fmt == "csv":
-        frame.write_csv(buffer)
+    if fmt == "csv":  # long values cut visibly (csv readers have field limits); parquet and jsonl keep them whole
+        truncate_for_cells(frame, full_in).write_csv(buffer)
     elif fmt == "parquet":
         frame.write_parquet(buffer)
     elif fmt == "jsonl":
@@ -215,8 +212,14 @@ def write_exports(store: Store, states: list[DocumentState], completion: TaskCom
     needing review first. The xlsx holds both plus a wide ``extractions`` sheet.
     """
     documents, fields = documents_frame(states), fields_frame(states)
-    written = {"xlsx": store.write_bytes(f"{EXPORT_STEM}.xlsx", _workbook(documents, fields, completion))}
+    skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
+    workbook = workbook_bytes(
+        documents, extractions_frame(fields), fields, completion_frame(completion), skip_mode=skip_mode
+    )
+    written = {"xlsx": store.write_bytes(f"{EXPORT_STEM}.xlsx", workbook)}
     for fmt in FORMATS[1:]:
-        written[fmt] = store.write_bytes(f"{EXPORT_STEM}.{fmt}", _encode(documents, fmt))
-        written[f"fields_{fmt}"] = store.write_bytes(f"{FIELDS_STEM}.{fmt}", _encode(fields, fmt))
+        written[fmt] = store.write_bytes(f"{EXPORT_STEM}.{fmt}", _encode(documents, fmt, f"{EXPORT_STEM}.parquet"))
+        written[f"fields_{fmt}"] = store.write_bytes(
+            f"{FIELDS_STEM}.{fmt}", _encode(fields, fmt, f"{FIELDS_STEM}.parquet")
+        )
     return written

@@ -24,15 +24,30 @@ def prepare_dagster_home(instance_config: str = "") -> Path:
     """Make sure ``$DAGSTER_HOME`` is set, exists, and holds a ``dagster.yaml``: when absent, a copy of
     ``instance_config`` (ATLAS_INSTANCE_CONFIG, e.g. ``deploy/postgres/dagster.yaml``) or of the embedded default."""
     home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME).expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        source = Path(instance_config).expanduser() if instance_config else project_file("dagster.yaml")
-        if not source.is_file():
-            raise FileNotFoundError(f"ATLAS_INSTANCE_CONFIG={instance_config!r}: no such instance config file")
-        shutil.copyfile(source, config)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        os.environ["DAGSTER_HOME"] = str(home)
+        config = home / "dagster.yaml"
+        if not config.exists():
+            source = Path(instance_config).expanduser() if instance_config else project_file("dagster.yaml")
+            if not source.is_file():
+                raise FileNotFoundError(f"ATLAS_INSTANCE_CONFIG={instance_config!r}: no such instance config file")
+            shutil.copyfile(source, config)
+        probe = home / ".atlas-write-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise InstanceHomeError(
+            f"DAGSTER_HOME={home} cannot be used: {error.strerror or error} — point DAGSTER_HOME at a folder you "
+            "can write to"
+        ) from None
     return home
+
+
+class InstanceHomeError(FileNotFoundError):
+    """DAGSTER_HOME cannot be created or written (read-only, a file in the way, permissions)."""
 
 
 CONFIGURABLE_SECTIONS = (

@@ -1,30 +1,50 @@
 """Listing and reading the knowledge base: a local folder or an ``s3://`` prefix, through fsspec.
 
 Only this module and ``document_snapshot`` touch the knowledge base; everything downstream reads the snapshot.
+
+A knowledge base is whatever people drop into a shared folder, so one bad entry never stops the listing:
+
+- **symbolic links** are followed only while they stay inside the knowledge base and point at a file. A link that
+  leaves it (to ``/etc/shadow``, say), a link to a directory, a broken link and a link loop are listed with a
+  ``problem`` and never read: the document ends ``skipped`` with that reason;
+- an entry that cannot be looked at (permissions, a file vanishing mid-listing) is listed with its problem;
+- a file larger than the size limit is listed with its problem from its listed size — its bytes are never read;
+- hidden files (``.…``, ``~$…``) and partial downloads (``*.part``, ``*.tmp``, …) are not documents.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import posixpath
 from dataclasses import dataclass
+
+from fsspec.implementations.local import LocalFileSystem
 
 from atlas_pipeline.storage import filesystem_for
 
 # Files a person did not mean as documents: editor/OS droppings and partial downloads.
 IGNORED_SUFFIXES = (".part", ".crdownload", ".tmp", ".swp")
+CHUNK = 1 << 20
 
 
 class SourceMissingError(FileNotFoundError):
     """The source file is gone (deleted or renamed between listing and reading)."""
 
 
+class KnowledgeBaseError(FileNotFoundError):
+    """The knowledge base itself cannot be listed (missing, or a file instead of a folder)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One file as listed: its path relative to the knowledge base, size, and a cheap change marker."""
+    """One file as listed: its path relative to the knowledge base, size, a cheap change marker, and — for an
+    entry that will not be read — why (the document then ends ``skipped`` with that reason)."""
 
     path: str
     size: int
     marker: str  # mtime (local) or ETag/last-modified (object stores): changes when the bytes may have changed
+    problem: str = ""
 
 
 def _is_ignored(relative: str) -> bool:
@@ -39,27 +59,86 @@ def _marker(info: dict) -> str:
     return ""
 
 
-class KnowledgeBase:
-    """The documents below one folder or prefix."""
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
 
-    def __init__(self, location: str) -> None:
+
+class KnowledgeBase:
+    """The documents below one folder or prefix (``max_bytes``: larger files are listed with a problem)."""
+
+    def __init__(self, location: str, max_bytes: int | None = None) -> None:
         self.location = location
+        self.max_bytes = max_bytes
         self.fs, self.root = filesystem_for(location)
+        self.local = isinstance(self.fs, LocalFileSystem)
 
     def list(self) -> list[SourceFile]:
-        """Every document file below the root, sorted by path (hidden and partial files are left out)."""
+        """Every document file below the root, sorted by path (see the module docstring for what is left out or
+        listed with a problem)."""
         if not self.fs.exists(self.root):
-            raise FileNotFoundError(f"knowledge base not found: {self.location}")
-        found = self.fs.find(self.root, detail=True, withdirs=False)
+            raise KnowledgeBaseError(f"knowledge base not found: {self.location}")
+        if not self.fs.isdir(self.root):
+            raise KnowledgeBaseError(f"the knowledge base must be a folder or prefix, not a file: {self.location}")
+        files = self._list_local() if self.local else self._list_remote()
+        return sorted((self._limited(source) for source in files), key=lambda f: f.path)
+
+    def _limited(self, source: SourceFile) -> SourceFile:
+        if source.problem or self.max_bytes is None or source.size <= self.max_bytes:
+            return source
+        problem = (
+            f"too large: {source.size / 1_000_000:.1f} MB (limit ATLAS_MAX_DOCUMENT_MB="
+            f"{self.max_bytes / 1_000_000:g}); not read"
+        )
+        return SourceFile(source.path, source.size, source.marker, problem)
+
+    def _list_remote(self) -> list[SourceFile]:
         files = []
-        for full, info in found.items():
+        for full, info in self.fs.find(self.root, detail=True, withdirs=False).items():
             if info.get("type") == "directory":
                 continue
             relative = posixpath.relpath(full, self.root)
-            if _is_ignored(relative):
-                continue
-            files.append(SourceFile(path=relative, size=int(info.get("size") or 0), marker=_marker(info)))
-        return sorted(files, key=lambda f: f.path)
+            if not _is_ignored(relative):
+                files.append(SourceFile(relative, int(info.get("size") or 0), _marker(info)))
+        return files
+
+    def _list_local(self) -> list[SourceFile]:
+        root = os.path.realpath(self.root)
+        files: list[SourceFile] = []
+        problems: list[SourceFile] = []
+
+        def walk_error(error: OSError) -> None:  # a folder that cannot be listed: say so, go on
+            relative = os.path.relpath(error.filename or root, self.root).replace(os.sep, "/")
+            if not _is_ignored(relative):
+                problems.append(SourceFile(relative, 0, "", f"cannot be listed: {error.strerror or error}"))
+
+        for folder, directories, names in os.walk(self.root, onerror=walk_error, followlinks=False):
+            for name in [*names, *[d for d in directories if os.path.islink(os.path.join(folder, d))]]:
+                full = os.path.join(folder, name)
+                relative = os.path.relpath(full, self.root).replace(os.sep, "/")
+                if _is_ignored(relative):
+                    continue
+                files.append(self._local_entry(full, relative, root))
+        return files + problems
+
+    def _local_entry(self, full: str, relative: str, root: str) -> SourceFile:
+        try:
+            if os.path.islink(full):
+                target = os.path.realpath(full)
+                if not os.path.exists(target):
+                    loop = os.path.realpath(target) == target and os.path.islink(target)
+                    return SourceFile(relative, 0, "", "symlink loop; not followed" if loop else "broken symlink")
+                if not _inside(target, root):
+                    return SourceFile(relative, 0, "", "symlink to a file outside the knowledge base; not followed")
+                if os.path.isdir(target):
+                    return SourceFile(relative, 0, "", "symlink to a directory; not followed")
+            info = os.stat(full)
+        except OSError as error:
+            if error.errno == 40:  # ELOOP
+                return SourceFile(relative, 0, "", "symlink loop; not followed")
+            return SourceFile(relative, 0, "", f"cannot be read: {error.strerror or error}")
+        if not os.path.isfile(full):
+            return SourceFile(relative, 0, "", "not a regular file (a pipe, socket or device); not read")
+        return SourceFile(relative, info.st_size, str(info.st_mtime))
 
     def read(self, relative: str) -> bytes:
         """The bytes of one source; ``SourceMissingError`` when it has vanished."""
@@ -67,6 +146,23 @@ class KnowledgeBase:
             return self.fs.cat_file(f"{self.root}/{relative}")
         except FileNotFoundError as error:
             raise SourceMissingError(f"source vanished before it could be read: {relative}") from error
+
+    def sha256(self, relative: str) -> tuple[str, int]:
+        """sha256 and size of one source, read in chunks (a large file is never held in memory)."""
+        digest, size = hashlib.sha256(), 0
+        try:
+            with self.fs.open(f"{self.root}/{relative}", "rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+        except FileNotFoundError as error:
+            raise SourceMissingError(f"source vanished before it could be read: {relative}") from error
+        return digest.hexdigest(), size
+
+    def head(self, relative: str, size: int = 8192) -> bytes:
+        """The first bytes of a source (enough to tell what it is)."""
+        with self.fs.open(f"{self.root}/{relative}", "rb") as handle:
+            return handle.read(size)
 
     def url(self, relative: str) -> str:
         return f"{self.location.rstrip('/')}/{relative}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 from atlas_pipeline.catalog import CatalogEntry, now_iso, sha256_of
 from atlas_pipeline.extraction.extractor import extract_with_llm
@@ -27,8 +28,9 @@ from atlas_pipeline.parsing import (
     parse_document,
     parser_fingerprint,
 )
+from atlas_pipeline.parsing.bounded import ParseLimitError, parse_bounded
 from atlas_pipeline.parsing.media import PDF, detect_media_type
-from atlas_pipeline.parsing.pdf import count_pages
+from atlas_pipeline.parsing.pages import count_pages
 from atlas_pipeline.records import (
     ExtractionRecord,
     ParseRecord,
@@ -53,6 +55,10 @@ def take_snapshot(
         source_url=knowledge_base.url(entry.source_path),
         taken_at=now_iso(),
     )
+    if entry.problem:  # the listing refused it (a symlink leaving the knowledge base, too large, …): never read
+        record.problem = Problem(status="skipped", reason=entry.problem, stage="snapshot")
+        write_record(store, entry.key, "snapshot", record)
+        return record
     try:
         data = knowledge_base.read(entry.source_path)
     except SourceMissingError as error:
@@ -79,10 +85,20 @@ def take_snapshot(
     return record
 
 
+@dataclass(frozen=True)
+class ParseLimits:
+    """Per-document parse limits (``ATLAS_PARSE_TIMEOUT_SECONDS``, ``ATLAS_PARSE_MEMORY_MB``); None: parse in this
+    process without limits (the library's own behaviour)."""
+
+    seconds: float
+    memory_mb: float
+
+
 def parse_snapshot(
-    store: Store, snapshot: SnapshotRecord, options: ParseOptions
+    store: Store, snapshot: SnapshotRecord, options: ParseOptions, limits: ParseLimits | None = None
 ) -> tuple[ParseRecord, ParsedDocument | None]:
-    """Markdown and tables of a snapshot, parsed once per (bytes, parser) and cached in the store."""
+    """Markdown and tables of a snapshot, parsed once per (bytes, parser) and cached in the store. With ``limits``
+    the parse runs in a child process that is stopped at the limits (``parsing.bounded``)."""
     parser = parser_fingerprint(options)
     record = ParseRecord(key=snapshot.key, sha256=snapshot.sha256, parser=parser, media_type=snapshot.media_type)
     if snapshot.problem:
@@ -100,11 +116,17 @@ def parse_snapshot(
     started = time.perf_counter()
     data = store.read_bytes(snapshot_blob_path(snapshot.sha256))
     try:
-        parsed = parse_document(data, snapshot.source_path, options)
+        if limits is None:
+            parsed = parse_document(data, snapshot.source_path, options)
+        else:
+            parsed = parse_bounded(
+                data, snapshot.source_path, options, seconds=limits.seconds, memory_mb=limits.memory_mb
+            )
     except DocumentError as error:
         record.problem = Problem(status=error.status, reason=error.reason, stage="parse")
         record.seconds = round(time.perf_counter() - started, 4)
-        store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
+        if not isinstance(error, ParseLimitError):  # a higher limit may succeed: a limit is not cached
+            store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
         write_record(store, snapshot.key, "parse", record)
         return record, None
     record.seconds = round(time.perf_counter() - started, 4)
@@ -120,6 +142,7 @@ def parse_snapshot(
     record.tables = len(parsed.tables)
     record.ocr_pages = parsed.ocr_pages
     record.warnings = parsed.warnings
+    record.lost = parsed.lost
     record.title = parsed.title
     store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
     write_record(store, snapshot.key, "parse", record)
@@ -188,6 +211,8 @@ def extract_document(
             outcome = extract_with_llm(llm, template, rule, markdown, tables)
         except LLMError as error:
             record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
+            record.llm_calls, record.llm_cache_hits = error.usage.calls, error.usage.cache_hits
+            record.prompt_tokens, record.completion_tokens = error.usage.prompt_tokens, error.usage.completion_tokens
         else:
             record.fields = {name: result.to_dict() for name, result in outcome.fields.items()}
             record.status, record.completeness = outcome.status, outcome.completeness
@@ -217,6 +242,8 @@ def extract_document(
                     "fields": record.fields,
                 },
             )
+    if parse.lost and not problem:
+        record.reason += f"; not read: {'; '.join(parse.lost[:3])}" + (" …" if len(parse.lost) > 3 else "")
     record.seconds = round(time.perf_counter() - started, 4)
     record.processing_seconds = round(snapshot.seconds + parse.seconds + record.seconds, 4)
     write_record(store, snapshot.key, "extraction", record)

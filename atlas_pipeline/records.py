@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from atlas_pipeline.redaction import redact
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline.storage import Store
 
@@ -24,6 +25,13 @@ class Problem(BaseModel):
     status: Literal["failed", "skipped"]
     reason: str
     stage: str
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    @field_validator("reason")
+    @classmethod
+    def _mask_secrets(cls, value: str) -> str:
+        return redact(value)
 
 
 class SnapshotRecord(BaseModel):
@@ -51,6 +59,7 @@ class ParseRecord(BaseModel):
     tables: int = 0
     ocr_pages: list[int] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    lost: list[str] = Field(default_factory=list)  # parts of the document that could not be read, with why
     title: str = ""
     text_path: str = ""
     tables_path: str = ""
@@ -64,6 +73,14 @@ class ExtractionRecord(BaseModel):
     sha256: str
     status: DocumentStatus
     reason: str
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    @field_validator("reason")
+    @classmethod
+    def _mask_secrets(cls, value: str) -> str:
+        return redact(value)
+
     completeness: float | None = None
     mode: str
     rule: str

@@ -6,7 +6,10 @@ Relative local paths are resolved against the working directory, so ``atlas run`
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +40,21 @@ def resolve_location(location: str) -> str:
         return location.rstrip("/")
     local = location.removeprefix("file://")
     return str(Path(local).expanduser().resolve())
+
+
+@functools.cache
+def tesseract_languages() -> frozenset[str] | None:
+    """The languages tesseract has data for (``tesseract --list-langs``); None when tesseract is not installed
+    (OCR then reports itself unavailable per document)."""
+    program = shutil.which("tesseract")
+    if program is None:
+        return None
+    try:
+        listing = subprocess.run([program, "--list-langs"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (listing.stdout + listing.stderr).splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("List of"))
 
 
 class AtlasSettings(BaseSettings):
@@ -76,6 +94,15 @@ class AtlasSettings(BaseSettings):
         description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (no layout model, no tables).",
     )
     max_document_mb: float = Field(200.0, gt=0, description="Larger documents are skipped with a reason.")
+    parse_timeout_seconds: float = Field(
+        600.0, gt=0, description="Time limit of one document's parse; past it the document fails with that reason."
+    )
+    parse_memory_mb: float = Field(
+        4096.0,
+        ge=128,
+        description="Memory limit (resident MB) of the process parsing one document; past it the "
+        "document fails with that reason.",
+    )
     postprocess_mode: Literal["auto", "skip", "llm"] = Field(
         "auto", description="'auto': llm when ATLAS_LLM_BASE_URL is set, else the rule's mode; or force skip/llm."
     )
@@ -103,6 +130,19 @@ class AtlasSettings(BaseSettings):
     executor_config: str = Field(
         "", description="YAML file with the executor's config, e.g. deploy/k8s/executor.yaml (empty: defaults)."
     )
+
+    @field_validator("ocr_language")
+    @classmethod
+    def _known_ocr_languages(cls, value: str) -> str:
+        installed = tesseract_languages()
+        missing = [code for code in value.split("+") if installed is not None and code not in installed]
+        if missing:
+            packages = ", ".join(f"tesseract-ocr-{code}" for code in missing)
+            raise ValueError(
+                f"tesseract has no language {', '.join(map(repr, missing))} (installed: "
+                f"{', '.join(sorted(installed or [])) or 'none'}; install {packages})"
+            )
+        return value
 
     @field_validator("knowledge_base", "artifacts", "exports", "seeds_dir")
     @classmethod

@@ -35,8 +35,10 @@ def parsed_corpus(relative: str) -> ParsedDocument:
 @functools.cache
 def corpus_scope(pmcid: str) -> str:
     """What quotes are graded against for a corpus RCT: our own parse of its PDF (markdown + table text)."""
+    from atlas_pipeline.grading.locations import EvidenceScope
+
     parsed = parsed_corpus(f"rct/{pmcid}.pdf")
-    return parsed.markdown + "\n\n" + parsed.tables_text
+    return EvidenceScope(parsed.markdown, parsed.tables).text
 
 
 def copy_into(folder: Path, *relatives: str, rename: dict[str, str] | None = None) -> list[Path]:

@@ -4,10 +4,10 @@ own materialisations and metadata; a document that raises fails alone."""
 import dagster as dg
 
 from atlas_pipeline.catalog import refresh_catalog
-from atlas_pipeline.cli import batches, run_documents
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.runs import batches, run_documents
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline_tests.conftest import copy_into
 from atlas_pipeline_tests.test_sensor import SensorHarness

@@ -17,9 +17,9 @@ RCT_B = "rct/PMC3508963.pdf"
 def counting_reader(kb: KnowledgeBase):
     reads: list[str] = []
 
-    def read(path: str) -> bytes:
+    def read(path: str) -> tuple[str, int]:
         reads.append(path)
-        return kb.read(path)
+        return kb.sha256(path)
 
     return read, reads
 
@@ -27,7 +27,7 @@ def counting_reader(kb: KnowledgeBase):
 def test_new_then_unchanged_reads_nothing(knowledge_base, tmp_path):
     copy_into(knowledge_base, RCT_A, RCT_B)
     kb = KnowledgeBase(str(knowledge_base))
-    first = scan(Catalog(), kb.list(), kb.read)
+    first = scan(Catalog(), kb.list(), kb.sha256)
     assert sorted(first.new) == ["PMC1216327.pdf", "PMC3508963.pdf"]
     read, reads = counting_reader(kb)
     second = scan(first.catalog, kb.list(), read)
@@ -38,11 +38,11 @@ def test_new_then_unchanged_reads_nothing(knowledge_base, tmp_path):
 def test_edit_keeps_key_and_changes_fingerprint(knowledge_base):
     (path,) = copy_into(knowledge_base, RCT_A)
     kb = KnowledgeBase(str(knowledge_base))
-    first = scan(Catalog(), kb.list(), kb.read)
+    first = scan(Catalog(), kb.list(), kb.sha256)
     before = first.catalog.entries["PMC1216327.pdf"]
     path.write_bytes(path.read_bytes() + b"\n% appended revision\n")
     os.utime(path, (1_900_000_000, 1_900_000_000))
-    second = scan(first.catalog, kb.list(), kb.read)
+    second = scan(first.catalog, kb.list(), kb.sha256)
     after = second.catalog.entries["PMC1216327.pdf"]
     assert second.edited == ["PMC1216327.pdf"] and not second.new
     assert after.sha256 != before.sha256 and after.run_key != before.run_key
@@ -52,24 +52,24 @@ def test_edit_keeps_key_and_changes_fingerprint(knowledge_base):
 def test_touch_without_change_is_not_an_edit(knowledge_base):
     (path,) = copy_into(knowledge_base, RCT_A)
     kb = KnowledgeBase(str(knowledge_base))
-    first = scan(Catalog(), kb.list(), kb.read)
+    first = scan(Catalog(), kb.list(), kb.sha256)
     os.utime(path, (1_900_000_000, 1_900_000_000))
-    second = scan(first.catalog, kb.list(), kb.read)
+    second = scan(first.catalog, kb.list(), kb.sha256)
     assert not second.edited and not second.new
 
 
 def test_removed_source_is_flagged_not_deleted_and_can_come_back(knowledge_base):
     (path,) = copy_into(knowledge_base, RCT_A)
     kb = KnowledgeBase(str(knowledge_base))
-    first = scan(Catalog(), kb.list(), kb.read)
+    first = scan(Catalog(), kb.list(), kb.sha256)
     data = path.read_bytes()
     path.unlink()
-    second = scan(first.catalog, kb.list(), kb.read)
+    second = scan(first.catalog, kb.list(), kb.sha256)
     assert second.removed == ["PMC1216327.pdf"]
     assert second.catalog.entries["PMC1216327.pdf"].removed is True
     assert second.catalog.active() == []
     path.write_bytes(data)
-    third = scan(second.catalog, kb.list(), kb.read)
+    third = scan(second.catalog, kb.list(), kb.sha256)
     assert third.restored == ["PMC1216327.pdf"] and not third.new
     assert third.catalog.entries["PMC1216327.pdf"].removed is False
 
@@ -78,14 +78,14 @@ def test_duplicate_bytes_are_one_document(knowledge_base):
     copy_into(knowledge_base, RCT_A)
     copy_into(knowledge_base / "copies", RCT_A, rename={RCT_A: "same paper (copy).pdf"})
     kb = KnowledgeBase(str(knowledge_base))
-    result = scan(Catalog(), kb.list(), kb.read)
+    result = scan(Catalog(), kb.list(), kb.sha256)
     assert list(result.catalog.entries) == ["PMC1216327.pdf"]
     assert result.duplicates == [("copies/same paper (copy).pdf", "PMC1216327.pdf")]
     entry = next(iter(result.catalog.entries.values()))
     assert len(entry.aliases) == 1
     # removing the first copy keeps the document through the other one
     (knowledge_base / entry.source_path).unlink()
-    again = scan(result.catalog, kb.list(), kb.read)
+    again = scan(result.catalog, kb.list(), kb.sha256)
     kept = again.catalog.entries[entry.key]
     assert not kept.removed and kept.source_path == entry.aliases[0] and again.removed == []
 
@@ -93,9 +93,9 @@ def test_duplicate_bytes_are_one_document(knowledge_base):
 def test_rename_keeps_the_key(knowledge_base):
     (path,) = copy_into(knowledge_base, RCT_A)
     kb = KnowledgeBase(str(knowledge_base))
-    first = scan(Catalog(), kb.list(), kb.read)
+    first = scan(Catalog(), kb.list(), kb.sha256)
     path.rename(knowledge_base / "renamed.pdf")
-    second = scan(first.catalog, kb.list(), kb.read)
+    second = scan(first.catalog, kb.list(), kb.sha256)
     assert list(second.catalog.entries) == ["PMC1216327.pdf"]
     entry = second.catalog.entries["PMC1216327.pdf"]
     assert entry.source_path == "renamed.pdf" and not entry.removed and not second.new
@@ -105,9 +105,9 @@ def test_budget_defers_work_to_the_next_scan(knowledge_base):
     for number in range(30):
         (knowledge_base / f"note-{number:03}.txt").write_text(f"note {number}\n")
     kb = KnowledgeBase(str(knowledge_base))
-    first = scan(Catalog(), kb.list(), kb.read, budget_seconds=0.0)
+    first = scan(Catalog(), kb.list(), kb.sha256, budget_seconds=0.0)
     assert first.deferred == 30 and first.new == []
-    second = scan(first.catalog, kb.list(), kb.read)
+    second = scan(first.catalog, kb.list(), kb.sha256)
     assert len(second.new) == 30 and second.deferred == 0
 
 

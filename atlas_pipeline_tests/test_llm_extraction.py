@@ -19,7 +19,8 @@ from atlas_pipeline.records import ExtractionRecord, SnapshotRecord, read_record
 from atlas_pipeline.settings import PROJECT_ROOT
 from atlas_pipeline.storage import Store
 from atlas_pipeline_tests.conftest import copy_into, corpus_file
-from atlas_pipeline_tests.servers import scripted_openai_server
+from atlas_pipeline_tests.servers import local_env, scripted_openai_server
+from atlas_pipeline_tests.test_cli import run_atlas
 
 KEY = "PMC1216327.pdf"
 API_KEY = "sk-atlas-test-d41d8cd98f00b204"
@@ -167,7 +168,7 @@ def test_correct_extraction_lands_verified(llm_server, run, instance, tmp_path):
     row = long.filter(pl.col("field") == "sd_treatment").row(0, named=True)
     assert (row["table"], row["table_row"]) == (sd["table"], sd["row"])
     wide = pl.read_excel(tmp_path / "exports" / "atlas_documents.xlsx", sheet_name="extractions")
-    assert wide.row(0, named=True)["n_treatment"] == "30"
+    assert wide.row(0, named=True)["n_treatment"] == 30  # a number in the workbook, not the text "30"
 
 
 # One answer with every kind of value a reviewer meets: each field's tier and note, and the document's status.
@@ -355,7 +356,7 @@ def test_429_then_success_is_retried(llm_server, run):
     llm_server.script({"status": 429, "message": "slow down"}, {"content": answer()})
     result, record = run()
     assert result.success and record.status == "done"
-    assert len(llm_server.requests()) == 2
+    assert len(llm_server.requests()) == 2 and record.llm_calls == 2
 
 
 def test_persistent_500_ends_failed_with_the_reason(llm_server, run):
@@ -364,7 +365,7 @@ def test_persistent_500_ends_failed_with_the_reason(llm_server, run):
     assert result.success  # the document failed, the pipeline did not
     assert record.status == "failed"
     assert record.reason == "extract: LLM endpoint kept failing: HTTP 500 (gave up after 3 attempts)"
-    assert len(llm_server.requests()) == 3
+    assert len(llm_server.requests()) == 3 and record.llm_calls == 3  # requests of a failed document count
 
 
 def test_timeout_is_retried(llm_server, run):
@@ -444,6 +445,43 @@ def test_the_api_key_never_lands_in_records_metadata_or_logs(llm_server, run, in
     for run_record in instance.get_runs():
         for entry in instance.all_logs(run_record.run_id):
             assert API_KEY not in str(entry), entry
+
+
+def test_an_endpoint_echoing_the_key_leaks_it_nowhere(llm_server, run, instance, tmp_path, capfd):
+    echo = f"Invalid request for credentials Bearer {API_KEY}"
+    llm_server.script({"status": 400, "message": echo})
+    result, record = run()
+    assert result.success and record.status == "failed"
+    assert record.reason == "extract: LLM request rejected (HTTP 400): Invalid request for credentials Bearer ***"
+    assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert API_KEY.encode() not in path.read_bytes(), path
+    for run_record in instance.get_runs():
+        for entry in instance.all_logs(run_record.run_id):
+            assert API_KEY not in str(entry), entry
+    states = {state.key: state for state in run.atlas.document_states(instance)}
+    assert API_KEY not in states[KEY].reason and "Bearer ***" in states[KEY].reason
+    out, err = capfd.readouterr()
+    assert API_KEY not in out + err
+
+
+def test_atlas_run_prints_no_key_an_endpoint_echoes(llm_server, tmp_path, knowledge_base):
+    copy_into(knowledge_base, "html/plos_one_article.html")
+    llm_server.script(default={"status": 400, "message": f"credentials rejected: api_key={API_KEY}"})
+    env = {
+        **local_env(tmp_path, knowledge_base),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "ATLAS_LLM_BASE_URL": llm_server.base_url,
+        "ATLAS_LLM_API_KEY": API_KEY,
+    }
+    result = run_atlas("run", env=env, cwd=tmp_path)
+    assert "plos_one_article.html: failed: extract: LLM request rejected (HTTP 400)" in result.stdout
+    assert "api_key=***" in result.stdout
+    assert API_KEY not in result.stdout + result.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.suffix != ".db":
+            assert API_KEY.encode() not in path.read_bytes(), path
 
 
 def test_injected_document_stays_inside_its_section(llm_server, run, knowledge_base, instance):
@@ -539,3 +577,51 @@ def test_split_chunks_cover_everything_within_the_limit():
     small = split_chunks(text, size=20_000, overlap=500, max_chunks=50)
     assert len(small) > 2 and all(len(chunk) <= 20_000 for chunk in small)
     assert split_chunks("short", size=5000, overlap=100, max_chunks=3) == ["short"]
+
+
+def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
+    import openpyxl
+
+    long_value = "randomised " * 100_000  # 1.1 MB: more than an xlsx cell or a csv reader's field holds
+    llm_server.script(
+        {"content": answer(**{**EVERY_KIND, "funding_source": {"value": long_value, "quote": "Sandra Valois"}})}
+    )
+    run()
+    assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    book = openpyxl.load_workbook(tmp_path / "exports" / "atlas_documents.xlsx")
+    assert book.sheetnames == ["documents", "extractions", "fields", "task_completion"]
+    documents, fields, completion = book["documents"], book["fields"], book["task_completion"]
+    for sheet in (documents, fields, completion):
+        assert sheet.cell(1, 1).font.b and len(sheet.tables) == 1
+        assert next(iter(sheet.tables.values())).tableStyleInfo.name == "TableStyleMedium2"
+    header = [cell.value for cell in documents[1]]
+    row = dict(zip(header, [cell.value for cell in documents[2]], strict=True))
+    assert row["status"] == "partial" and isinstance(row["pages"], int) and row["source_removed"] is False
+    assert row["llm_calls"] == 1 and row["prompt_tokens"] > 1000
+    completeness = documents.cell(2, header.index("completeness") + 1)
+    assert completeness.number_format == "0.0%"
+    widths = [documents.column_dimensions[letter].width for letter in documents.column_dimensions]
+    assert max(widths) <= 62
+    reason = documents.cell(2, header.index("reason") + 1)
+    assert reason.alignment.wrap_text
+    rules = [rule.formula[0] for rules in documents.conditional_formatting for rule in rules.rules]
+    assert any('="failed"' in formula for formula in rules)
+    fields_header = [cell.value for cell in fields[1]]
+    by_field = {
+        row[fields_header.index("field")]: dict(zip(fields_header, row, strict=True))
+        for row in fields.iter_rows(min_row=2, values_only=True)
+    }
+    assert by_field["sd_control"]["value"] == 27.4  # a number, not the text '27.4'
+    assert by_field["age_treatment"]["needs_review"] is True
+    funding = by_field["funding_source"]["value"]
+    assert len(funding) < 33_000 and funding.endswith("the full value is in atlas_fields.parquet / .jsonl]")
+    assert "cut at 32,000 of 1,100,000 characters" in funding
+    tiers = [rule.formula[0] for rules in fields.conditional_formatting for rule in rules.rules]
+    assert any('="unverified"' in formula for formula in tiers)
+    figures = {row[0]: row[1:] for row in completion.iter_rows(min_row=2, values_only=True)}
+    assert figures["count_partial"][0] == 1 and isinstance(figures["count_partial"][0], int)
+    assert figures["llm_calls"][0] == 1
+    csv_value = pl.read_csv(tmp_path / "exports" / "atlas_fields.csv").filter(pl.col("field") == "funding_source")
+    assert csv_value["value"][0].endswith("the full value is in atlas_fields.parquet]")
+    parquet = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("field") == "funding_source")
+    assert parquet["value"][0] == long_value

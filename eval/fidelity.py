@@ -24,6 +24,7 @@ import re
 import time
 from pathlib import Path
 
+from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.quotes import match_quote
 from atlas_pipeline.grading.text import normalize
 from atlas_pipeline.grading.values import numbers_in
@@ -72,7 +73,8 @@ class Parses:
 
 
 def scope_of(parsed: ParsedDocument) -> str:
-    return parsed.markdown + "\n\n" + parsed.tables_text
+    """What quotes are graded against in the pipeline: the markdown and each table's text (``EvidenceScope``)."""
+    return EvidenceScope(parsed.markdown, parsed.tables).text
 
 
 def longest_found_prefix(quote: str, scope: str) -> tuple[str, str]:

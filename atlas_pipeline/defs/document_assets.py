@@ -5,6 +5,7 @@ A run materialises one partition (what the sensor requests) or a range of them (
 partition either way; a data version only for single-partition runs, since Dagster keeps one per run output.
 """
 
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
@@ -24,6 +25,7 @@ from atlas_pipeline.grading.checks import (
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
 from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
+from atlas_pipeline.redaction import redact, secrets_masked_in_errors
 from atlas_pipeline.storage import Store
 
 GROUP = "documents"
@@ -43,14 +45,15 @@ def each_partition(context: dg.AssetExecutionContext, work: Callable[[str], T]) 
     others: the step fails at the end naming them (``atlas run`` then gives those documents a run each)."""
     keys = context.partition_keys
     if len(keys) == 1:
-        return {keys[0]: work(keys[0])}
+        with secrets_masked_in_errors():
+            return {keys[0]: work(keys[0])}
     results: dict[str, T] = {}
     errors: dict[str, str] = {}
     for key in keys:
         try:
             results[key] = work(key)
         except Exception as error:  # reported below with the key; the step still fails
-            errors[key] = f"{type(error).__name__}: {error}"
+            errors[key] = redact(f"{type(error).__name__}: {error}")
             context.log.error(f"{key}: {errors[key]}")
     if errors:
         listed = "; ".join(f"{key}: {message}" for key, message in list(errors.items())[:5])
@@ -135,7 +138,7 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
 
     def parse(key: str) -> tuple[dict, str]:
         snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
-        record, parsed = parse_snapshot(store, snapshot, options)
+        record, parsed = parse_snapshot(store, snapshot, options, atlas.parse_limits())
         if record.problem:
             context.log.warning(f"{key}: {record.problem.status}: {record.problem.reason}")
         common = {
@@ -184,21 +187,25 @@ def _captions(parsed: ParsedDocument | None) -> str:
     return "\n".join(f"- p.{t.page or '-'} {t.rows}×{t.columns} {t.caption or '(no caption)'}" for t in parsed.tables)
 
 
-EXTRACTION_CHECKS = [
-    dg.AssetCheckSpec(
-        QUOTE_GROUNDING,
-        asset="document_extraction",
-        partitions_def=documents_partitions,
-        description="Every extracted value has its quote verified in the document (warns with the fields to review).",
-    ),
-    dg.AssetCheckSpec(
-        VALUE_CONSISTENCY,
-        asset="document_extraction",
-        partitions_def=documents_partitions,
-        description="The template's consistency checks hold (events ≤ totals, CI bounds, 0 ≤ p ≤ 1, …); "
-        "the metadata lists every violation with its values.",
-    ),
-]
+with warnings.catch_warnings():  # per-partition checks are a Dagster preview feature: used knowingly
+    warnings.simplefilter("ignore", dg.PreviewWarning)
+    EXTRACTION_CHECKS = [
+        dg.AssetCheckSpec(
+            QUOTE_GROUNDING,
+            asset="document_extraction",
+            partitions_def=documents_partitions,
+            description="Every extracted value has its quote verified in the document (warns with the fields to "
+            "review).",
+        ),
+        dg.AssetCheckSpec(
+            VALUE_CONSISTENCY,
+            asset="document_extraction",
+            partitions_def=documents_partitions,
+            description="The template's consistency checks hold (events ≤ totals, CI bounds, 0 ≤ p ≤ 1, …); "
+            "the metadata lists every violation with its values.",
+        ),
+    ]
+
 _SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
 
 

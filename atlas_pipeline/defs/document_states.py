@@ -9,13 +9,15 @@ import re
 
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+from dagster._utils.error import SerializableErrorInfo
 
-from atlas_pipeline.catalog import Catalog
+from atlas_pipeline.catalog import Catalog, CatalogEntry
 from atlas_pipeline.completion import DocumentState
 from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
+from atlas_pipeline.redaction import redact
 from atlas_pipeline.status import DocumentStatus
 from atlas_pipeline.storage import Store
 
@@ -23,33 +25,72 @@ _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
 DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES]
 
 
-def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str) -> str:
-    """The error message of the run that last tried (and failed) to materialise ``asset_key`` for this partition."""
+def root_cause(error: SerializableErrorInfo) -> str:
+    """The first line of the innermost error: Dagster wraps a step's exception ("Error occurred while executing op
+    …:") and the exception may wrap its own cause; the person needs the bottom one ("OSError: [Errno 28] No space
+    left on device")."""
+    while error.cause is not None or (error.context is not None and not error.message.strip()):
+        error = error.cause or error.context
+    first = (error.message.strip().splitlines() or [error.cls_name or "error"])[0]
+    if error.cls_name in ("Failure", "DagsterExecutionStepExecutionError", "SecretInErrorError"):
+        first = _EXCEPTION_PREFIX.sub("", first)  # our own messages: the description alone
+    return first
+
+
+INTERRUPTED = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+INTERRUPTED_REASON = (
+    "interrupted: its run was stopped (a signal, or its process died) before the document was done; it runs again "
+    "with the next `atlas run` or materialisation"
+)
+
+
+def _interrupted(error: SerializableErrorInfo | None) -> bool:
+    while error is not None:
+        if error.cls_name in INTERRUPTED:
+            return True
+        error = error.cause
+    return False
+
+
+def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str) -> tuple[str, bool]:
+    """Why the run that last tried to materialise ``asset_key`` for this partition failed, and whether it was only
+    interrupted (stopped, or its process died) — then the document is pending, not failed."""
     planned = instance.get_latest_planned_materialization_info(asset_key, partition)
     if planned is None:
-        return f"{asset_key.to_user_string()} failed (no run found)"
+        return f"{asset_key.to_user_string()} failed (no run found)", False
     run_id = planned.run_id
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
         data = entry.dagster_event.step_failure_data if entry.dagster_event else None
         if data and data.error:
-            lines = data.error.message.strip().splitlines() or ["error"]
-            return f"{asset_key.to_user_string()}: {_EXCEPTION_PREFIX.sub('', lines[0])}"
+            if _interrupted(data.error):
+                return INTERRUPTED_REASON, True
+            return redact(f"{asset_key.to_user_string()}: {root_cause(data.error)}"), False
     run = instance.get_run_by_id(run_id)
     status = run.status.value.lower() if run else "unknown"
-    return f"{asset_key.to_user_string()}: run {run_id[:8]} ended {status} before the step reported an error"
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE):
+        if "interrupted" in (entry.dagster_event.message or "" if entry.dagster_event else ""):
+            return INTERRUPTED_REASON, True
+    return f"{asset_key.to_user_string()}: run {run_id[:8]} ended {status} before the step reported an error", False
 
 
 def collect_document_states(
-    instance: dg.DagsterInstance, store: Store, catalog: Catalog, version: ExtractionVersion | None = None
+    instance: dg.DagsterInstance,
+    store: Store,
+    catalog: Catalog,
+    version: ExtractionVersion | None = None,
+    only: list[str] | None = None,
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions).
 
     An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
     mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
-    exports, so two versions are never mixed."""
-    keys = list(instance.get_dynamic_partitions(documents_partitions.name))
-    known = set(keys)
-    keys += [key for key in catalog.entries if key not in known]
+    exports, so two versions are never mixed. ``only``: just these documents."""
+    if only is not None:
+        keys = list(only)
+    else:
+        keys = list(instance.get_dynamic_partitions(documents_partitions.name))
+        known = set(keys)
+        keys += [key for key in catalog.entries if key not in known]
     statuses = {
         asset_key: instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}
         for asset_key in DOCUMENT_ASSET_KEYS
@@ -72,7 +113,8 @@ def collect_document_states(
         if any(s == AssetPartitionStatus.IN_PROGRESS for s in per_asset.values()):
             state.status, state.reason = DocumentStatus.EXTRACTING, "a run is processing it"
         elif failed:
-            state.status, state.reason = DocumentStatus.FAILED, failure_reason(instance, failed[0], key)
+            reason, interrupted = failure_reason(instance, failed[0], key)
+            state.status, state.reason = (DocumentStatus.PENDING if interrupted else DocumentStatus.FAILED), reason
         elif per_asset[DOCUMENT_ASSET_KEYS[-1]] == AssetPartitionStatus.MATERIALIZED and state.extraction:
             state.status = DocumentStatus(state.extraction.status)
             state.reason = state.extraction.reason
@@ -86,3 +128,39 @@ def collect_document_states(
                 )
         states.append(state)
     return states
+
+
+def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry], version: str) -> set[str]:
+    """Keys whose latest extraction was made from these very bytes (or, for a source that is never read, for the
+    same reason) with this extraction version — by the sensor, ``atlas run`` or the UI — so running them again would
+    redo the same work. A document whose extraction failed for a reason outside it (the LLM endpoint) is not among
+    them: running it again may succeed."""
+    if not entries:
+        return set()
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_extraction"), asset_partitions=[e.key for e in entries]),
+        limit=3 * len(entries),
+    ).records
+    latest: dict[str, dg.AssetMaterialization] = {}
+    for record in records:  # newest first
+        materialization = record.asset_materialization
+        if materialization is not None and materialization.partition:
+            latest.setdefault(materialization.partition, materialization)
+    done = set()
+    for entry in entries:
+        materialization = latest.get(entry.key)
+        if materialization is None or (materialization.tags or {}).get("dagster/code_version") != version:
+            continue
+        metadata = materialization.metadata
+        reason = str(metadata["reason"].value) if "reason" in metadata else ""
+        if reason.startswith("extract:"):  # the LLM step failed: worth another try
+            continue
+        if entry.problem:
+            if entry.problem in reason:
+                done.add(entry.key)
+            continue
+        sha = metadata.get("sha256")  # per partition, also in batched runs
+        made_from = sha.value if sha is not None else (materialization.tags or {}).get("dagster/data_version", "")
+        if entry.sha256 and str(made_from).startswith(entry.sha256):
+            done.add(entry.key)
+    return done

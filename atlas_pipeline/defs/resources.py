@@ -12,6 +12,7 @@ from atlas_pipeline.extraction.templates import Template, assemble_template, loa
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge_base import KnowledgeBase
 from atlas_pipeline.parsing import ParseOptions
+from atlas_pipeline.processing import ParseLimits
 from atlas_pipeline.settings import AtlasSettings
 from atlas_pipeline.storage import Store
 
@@ -29,6 +30,8 @@ class AtlasResource(dg.ConfigurableResource):
     ocr_max_text_chars: int = 200
     pdf_engine: str = "layout"
     max_document_mb: float = 200.0
+    parse_timeout_seconds: float = 600.0
+    parse_memory_mb: float = 4096.0
     postprocess_mode: str = "auto"
     llm_configured: bool = False  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
     llm_model: str = ""
@@ -46,6 +49,8 @@ class AtlasResource(dg.ConfigurableResource):
             ocr_max_text_chars=settings.ocr_max_text_chars,
             pdf_engine=settings.pdf_engine,
             max_document_mb=settings.max_document_mb,
+            parse_timeout_seconds=settings.parse_timeout_seconds,
+            parse_memory_mb=settings.parse_memory_mb,
             postprocess_mode=settings.postprocess_mode,
             llm_configured=bool(settings.llm_base_url),
             llm_model=settings.llm_model,
@@ -58,7 +63,7 @@ class AtlasResource(dg.ConfigurableResource):
         return Store(self.exports)
 
     def open_knowledge_base(self) -> KnowledgeBase:
-        return KnowledgeBase(self.knowledge_base)
+        return KnowledgeBase(self.knowledge_base, max_bytes=self.max_bytes)
 
     def load_rule(self) -> Rule:
         return load_rule(Path(self.seeds_dir) / "rules", self.rule)
@@ -87,12 +92,15 @@ class AtlasResource(dg.ConfigurableResource):
             ocr_max_text_chars=None if self.ocr_max_text_chars < 0 else self.ocr_max_text_chars,
         )
 
-    def document_states(self, instance: dg.DagsterInstance) -> list[DocumentState]:
-        """Where every known document stands now (see ``collect_document_states``)."""
+    def document_states(self, instance: dg.DagsterInstance, only: list[str] | None = None) -> list[DocumentState]:
+        """Where every known document (or just ``only``) stands now (see ``collect_document_states``)."""
         from atlas_pipeline.defs.document_states import collect_document_states
 
         store = self.store()
-        return collect_document_states(instance, store, load_catalog(store), self.extraction_version())
+        return collect_document_states(instance, store, load_catalog(store), self.extraction_version(), only)
+
+    def parse_limits(self) -> ParseLimits:
+        return ParseLimits(seconds=self.parse_timeout_seconds, memory_mb=self.parse_memory_mb)
 
     @property
     def max_bytes(self) -> int:

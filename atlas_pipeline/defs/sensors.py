@@ -5,8 +5,9 @@ import json
 
 import dagster as dg
 
-from atlas_pipeline.catalog import CatalogEntry, refresh_catalog
+from atlas_pipeline.catalog import refresh_catalog
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
+from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.defs.jobs import document_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -22,32 +23,6 @@ def decode_cursor(cursor: str | None) -> dict[str, str]:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry], version: str) -> set[str]:
-    """Keys whose latest extraction was made from these very bytes with this extraction version — for example by
-    ``atlas run`` — so the sensor need not run them again."""
-    if not entries:
-        return set()
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_extraction"), asset_partitions=[e.key for e in entries]),
-        limit=3 * len(entries),
-    ).records
-    latest: dict[str, dg.AssetMaterialization] = {}
-    for record in records:  # newest first
-        materialization = record.asset_materialization
-        if materialization is not None and materialization.partition:
-            latest.setdefault(materialization.partition, materialization)
-    done = set()
-    for entry in entries:
-        materialization = latest.get(entry.key)
-        if materialization is None or (materialization.tags or {}).get("dagster/code_version") != version:
-            continue
-        sha = materialization.metadata.get("sha256")  # per partition, also in batched runs
-        made_from = sha.value if sha is not None else (materialization.tags or {}).get("dagster/data_version", "")
-        if str(made_from).startswith(entry.sha256):
-            done.add(entry.key)
-    return done
 
 
 def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str = "") -> dg.SensorDefinition:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from atlas_pipeline.extraction.llm import LLMClient, Usage
+from atlas_pipeline.extraction.llm import LLMClient, LLMError, Usage
 from atlas_pipeline.extraction.prompt import build_messages
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
@@ -148,7 +148,11 @@ def extract_with_llm(
         messages = build_messages(
             template, markdown[start:end], html, rule.custom_instructions, schema=schema, part=part
         )
-        answer = client.complete(messages, schema, model)
+        try:
+            answer = client.complete(messages, schema, model)
+        except LLMError as error:  # the chunks before this one cost something too
+            error.usage.add(usage)
+            raise
         usage.add(answer.usage)
         for item in template.fields:
             # absent from the answer → None (not answered); an explicit null → {} (not reported)

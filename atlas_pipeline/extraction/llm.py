@@ -22,6 +22,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
+from atlas_pipeline.redaction import redact
 from atlas_pipeline.storage import Store
 
 LOG = logging.getLogger("atlas.llm")
@@ -34,8 +35,10 @@ class LLMError(Exception):
     """The LLM step failed for good; ``reason`` is safe to show (no secrets)."""
 
     def __init__(self, reason: str) -> None:
+        reason = redact(reason)  # an endpoint may echo the request, credentials included
         super().__init__(reason)
         self.reason = reason
+        self.usage = Usage()  # what the failed attempt cost: requests sent, tokens answered
 
 
 class LLMPermanentError(LLMError):
@@ -99,6 +102,16 @@ def cache_key(model: str, messages: list[dict[str, str]], schema: dict) -> str:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
+def _server_message(error: openai.APIStatusError) -> str:
+    """The server's own words: the error body's message when it has one, else the client's summary."""
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(inner.get("message"), str) and inner["message"].strip():
+            return inner["message"].strip()
+    return str(error.message)
+
+
 def _retry_after(error: openai.APIStatusError) -> float | None:
     try:
         value = error.response.headers.get("retry-after")
@@ -128,6 +141,7 @@ class LLMClient:
     def _call(self, messages: list[dict[str, str]], schema: dict, usage: Usage) -> str:
         attempt = 0
         while True:
+            usage.calls += 1  # every request sent counts, answered or not
             try:
                 response = self._client.chat.completions.create(
                     model=self.config.model,
@@ -149,7 +163,6 @@ class LLMClient:
             except (openai.APITimeoutError, openai.APIConnectionError) as error:
                 attempt = self._wait_or_give_up(attempt, error, usage)
                 continue
-            usage.calls += 1
             if response.usage is not None:
                 usage.prompt_tokens += response.usage.prompt_tokens or 0
                 usage.completion_tokens += response.usage.completion_tokens or 0
@@ -165,7 +178,7 @@ class LLMClient:
             return LLMPermanentError(
                 f"LLM endpoint or model not found (HTTP 404): model {self.config.model!r} at {self.config.base_url}"
             )
-        return LLMPermanentError(f"LLM request rejected (HTTP {status}): {error.message}")
+        return LLMPermanentError(f"LLM request rejected (HTTP {status}): {_server_message(error)}")
 
     def _rejects_format(self, error: openai.APIStatusError) -> bool:
         """The server refused our response_format (llama.cpp answers 500, OpenAI 400): time to fall back."""
@@ -213,6 +226,15 @@ class LLMClient:
             if cached is not None:
                 return LLMAnswer(data=cached["data"], usage=Usage(cache_hits=1), cached=True)
         usage = Usage()
+        try:
+            return self._complete(messages, schema, model, key, usage)
+        except LLMError as error:
+            error.usage.add(usage)
+            raise
+
+    def _complete(
+        self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel], key: str, usage: Usage
+    ) -> LLMAnswer:
         content = self._call(messages, schema, usage)
         data, problem = self._parse(content, model)
         if problem is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import unicodedata
 
 from atlas_pipeline.extraction.templates import Template
 
@@ -46,10 +47,40 @@ _TAG = re.compile(r"<\s*/?\s*(FULL_TEXT|HIGH_FIDELITY_TABLES)\b[^>]*>", re.IGNOR
 _FENCE = re.compile(r"={2,}\s*(BEGIN|END)\s+CUSTOM\s+EXTRACTION\s+RULES[^\n=]*={0,}", re.IGNORECASE)
 
 
+# letters of other scripts that look like Latin ones: a marker spelt with them must not pass as harmless
+_CONFUSABLES = str.maketrans(
+    "АВЕКМНОРСТХаеорсухІіЈјԁԛԜԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ",
+    "ABEKMHOPCTXaeopcyxIiJjdqWwABEZHIKMNOPTYXaeikvoptux",
+)
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """The text as a marker detector must see it — NFKC (full-width ``＜``), invisible format characters (zero-width
+    joiners, soft hyphens) removed, look-alike letters mapped to Latin — and, per folded character, where it came
+    from in the original."""
+    chars: list[str] = []
+    offsets: list[int] = []
+    for index, char in enumerate(text):
+        if unicodedata.category(char) == "Cf":
+            continue
+        for part in unicodedata.normalize("NFKC", char).translate(_CONFUSABLES):
+            chars.append(part)
+            offsets.append(index)
+    return "".join(chars), offsets
+
+
 def neutralise(text: str) -> str:
-    """Defuse anything that looks like one of our section tags or rule fences (case and spacing insensitive)."""
-    text = _TAG.sub(lambda m: "[" + m.group(0).strip("<>").strip() + "]", text)
-    return _FENCE.sub(lambda m: "[" + m.group(0).strip("= ").strip() + "]", text)
+    """Defuse anything that looks like one of our section tags or rule fences — case, spacing, full-width forms,
+    zero-width characters and look-alike letters included — by rewriting it as a bracketed, inert form."""
+    folded, offsets = _folded(text)
+    spans: list[tuple[int, int, str]] = []
+    for pattern, strip in ((_TAG, "<>"), (_FENCE, "= ")):
+        for match in pattern.finditer(folded):
+            start, end = offsets[match.start()], offsets[match.end() - 1] + 1
+            spans.append((start, end, "[" + match.group(0).strip(strip).strip() + "]"))
+    for start, end, replacement in sorted(spans, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    return text
 
 
 def field_guide(template: Template) -> str:

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from atlas_pipeline.grading.quotes import QuoteMatch, match_quote
-from atlas_pipeline.grading.text import tokenize
+from atlas_pipeline.grading.text import BOUNDARY_CHAR, tokenize
+
+SEPARATOR = f"\n\n{BOUNDARY_CHAR}\n\n"
 
 
 class TableLike(Protocol):
@@ -44,11 +46,11 @@ class EvidenceScope:
         parts, self.table_starts = [markdown], []
         offset = len(markdown)
         for table in self.tables:
-            offset += 2
+            offset += len(SEPARATOR)
             self.table_starts.append(offset)
             parts.append(table.text)
             offset += len(table.text)
-        self.text = "\n\n".join(parts)
+        self.text = SEPARATOR.join(parts)  # a hard boundary: no quote runs from the text into a table
 
     def find(self, quote: str) -> Evidence:
         match = match_quote(quote, self.text)

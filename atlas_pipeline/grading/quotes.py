@@ -22,6 +22,7 @@ differs in ``note`` when a near miss was found.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
 from atlas_pipeline.grading.text import (
+    BOUNDARY,
     NUMBER,
     SYMBOL,
     UNREADABLE,
@@ -46,11 +48,14 @@ VERIFIED = 0.95
 APPROXIMATE = 0.80
 CLOSE_CAP = 0.94  # a close match is never verified
 LEFT_OUT = 0.5  # found, but the quote leaves out a negation or comparator just before it: unverified
+CUT_WORD = 0.9  # found, but starting or ending inside a word: approximate
 SEGMENT_CONFIDENCE = {2: 0.98, 3: 0.96}
 MIN_PART_TOKENS = 3
 MIN_PART_CHARS = 12
 MAX_GAP_CHARS = 6000
-MAX_OCCURRENCES = 64
+MAX_OCCURRENCES = 4096  # exact occurrences looked at (each is one str.find)
+MAX_PART_OCCURRENCES = 16  # per part of a segmented quote
+MAX_SEGMENT_STEPS = 500  # parts tried in all, so a pathological scope cannot make one quote slow
 
 
 def _words(text: str) -> frozenset[str]:
@@ -120,13 +125,25 @@ _OPPOSITE_WORDS = (
     frozenset({"yes", "no"}),
     frozenset({"accepted", "rejected"}),
 )
-_ARTICLES = frozenset({"a", "an", "the"})
-_CAPTION = re.compile(
-    r"^\W{0,6}(fig(ure)?s?|tables?|tab|box|scheme|chart|panel|plate|supplementa\w*|appendix|notes?|abbreviations?|"
-    r"source|legend)\b",
-    re.IGNORECASE,
+_ARTICLES = frozenset({"the"})  # "a few" is not "few"
+NUMBER_WORDS = _words(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion once "
+    "twice thrice half quarter third fourth fifth double triple single dozen none both all either neither"
 )
-_FOOTNOTE = re.compile(r"^(>\s|<sup>|[*†‡§¶#]|\[\^)")
+_OCR_PAIRS = (("rn", "m"), ("cl", "d"), ("vv", "w"), ("li", "h"), ("ri", "n"))
+# a caption names its figure or table and number, then punctuation or its title in bold ("Table 2 shows…" is text)
+_CAPTION = re.compile(
+    r"^\W{0,6}(fig(ure)?s?|tables?|tab|box|scheme|chart|panel|plate|supplementa\w*|appendix)\.?\s*[A-Z]?\d+[a-z]?"
+    r"\s*(\*\*|[.:|)–—-])"
+    # an article's furniture: labelled boxes (funding, competing interests, copyright, …) and contact lines
+    r"|^\W{0,6}(notes?|abbreviations?|source|legend|key|keywords|funding|competing interests?|conflicts? of interest|"
+    r"copyright|data availability|citation|editor|received|accepted|published|correspondence|corresponding author|"
+    r"e-?mail|trial registration)\s*\**\s*[:.]"
+    r"|^.{0,300}[\w.+-]+@[\w-]+\.[\w.]+",
+    re.IGNORECASE | re.DOTALL,
+)
+_FOOTNOTE = re.compile(r"^(>\s|<sup>|[†‡§¶]|\*(?![*\s])|\[\^)")
 _PICTURE = re.compile(r"^(<!--\s*(start of picture text|page\s+\d+)|!\[|<table|<img)", re.IGNORECASE)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
@@ -208,7 +225,8 @@ def _judge(quote: list[Token], source: list[Token], gap: str) -> tuple[float, st
     q_text = "".join(token.text for token in quote)
     s_text = "".join(token.text for token in source)
     if any(token.kind == UNREADABLE for token in source):
-        pattern = "".join(".{0,2}" if token.kind == UNREADABLE else re.escape(token.text) for token in source)
+        # an unreadable glyph stands for a sign, a symbol or a letter — never for a digit
+        pattern = "".join("[^0-9]{0,2}" if t.kind == UNREADABLE else re.escape(t.text) for t in source)
         if re.fullmatch(pattern, q_text):
             return 0.0, UNREADABLE_NOTE  # no edit cost: the tier is capped below instead
         return f"it differs from the source where the source has an unreadable character ({_describe(source)})"
@@ -221,8 +239,12 @@ def _judge(quote: list[Token], source: list[Token], gap: str) -> tuple[float, st
         and q_text == f"{source[0].text}.{source[1].text}"
     ):
         return 0.0, DECIMAL_NOTE
+    if any(token.kind == BOUNDARY for token in (*quote, *source)):
+        return f"a sentence boundary differs: '{_describe(quote)}' where the source has '{_describe(source)}'"
     protected = [
-        token for token in (*quote, *source) if token.kind in (NUMBER, SYMBOL) or any(c.isdigit() for c in token.text)
+        token
+        for token in (*quote, *source)
+        if token.kind in (NUMBER, SYMBOL) or any(c.isdigit() for c in token.text) or token.text in NUMBER_WORDS
     ]
     if protected:
         return f"a number, sign or comparator differs: '{_describe(quote)}' where the source has '{_describe(source)}'"
@@ -245,66 +267,115 @@ def _judge(quote: list[Token], source: list[Token], gap: str) -> tuple[float, st
             continue
         if opposed(q_token.text, s_token.text):
             return f"a word of different meaning: '{q_token.text}' where the source has '{s_token.text}'"
-        distance = Levenshtein.distance(q_token.text, s_token.text)
-        longest = max(len(q_token.text), len(s_token.text))
-        if longest >= 5 and q_token.text[:2] != s_token.text[:2]:
-            return f"a word differs at its start: '{q_token.text}' where the source has '{s_token.text}'"
-        if longest < 3 or (longest == 3 and distance > 1) or (longest > 3 and distance / longest > 0.25):
+        if not _slip(q_token.text, s_token.text):
             return f"a word differs: '{q_token.text}' where the source has '{s_token.text}'"
     cost = float(Levenshtein.distance(q_text, s_text))
     return cost, f"close to the source but not identical ('{_describe(quote)}' / source '{_describe(source)}')"
 
 
+def _slip(a: str, b: str) -> bool:
+    """Could ``a`` be ``b`` with an OCR or copying slip: one letter inserted, dropped or replaced (or a glyph pair
+    read as one, ``rn``/``m``) — not at the word's start, which would make another word (``tid``/``bid``,
+    ``mcg``/``mg``), and not more (``prednisolone``/``prednisone`` are two drugs)?"""
+    if len(a) < 3 or len(b) < 3 or a[0] != b[0]:
+        return False
+    if Levenshtein.distance(a, b) <= 1:
+        return not (len(a) <= 4 and a[:2] != b[:2])
+    return any(a.replace(pair, single) == b.replace(pair, single) for pair, single in _OCR_PAIRS)
+
+
 def _edges(doc: TokenizedText, first: int, last: int) -> tuple[float, str] | None:
-    """What stands right at the edges of a match and changes what the quote says: a negation or comparator just
-    before it in the same sentence (left out: unverified), or an unreadable character touching it (a sign or symbol
-    the PDF could not give: approximate). None when the edges are clean."""
+    """What stands at the edges of a match and changes what the quote says: a negation shortly before it in the same
+    clause, or a comparator or the rest of a number right before it (left out: unverified), or an unreadable character
+    touching it (a sign or symbol the PDF could not give: approximate). None when the edges are clean."""
+    tokens = doc.tokens
     if first > 0:
-        before = doc.tokens[first - 1]
-        between = doc.original[before.end : doc.tokens[first].start]
-        if before.kind == UNREADABLE and not between.strip() and not re.search(r"\s", between):
+        before = tokens[first - 1]
+        between = doc.original[before.end : tokens[first].start]
+        if before.kind == UNREADABLE and not re.search(r"\s", between):
             return 0.9, UNREADABLE_NOTE
-        if not re.search(r"[.;:!?\n|]", between):
-            if before.kind == WORD and is_negation(before.text):
-                return LEFT_OUT, f"the quote leaves out the negation '{before.text}' just before it in the source"
-            if before.kind == SYMBOL and before.text in "<>≤≥≠≈~" and doc.tokens[first].kind == NUMBER:
-                return LEFT_OUT, f"the quote leaves out the comparator '{before.text}' just before it in the source"
-    if last + 1 < len(doc.tokens):
-        after = doc.tokens[last + 1]
-        between = doc.original[doc.tokens[last].end : after.start]
+        if before.kind == SYMBOL and before.text in "<>≤≥≠≈~≮≯≰≱" and tokens[first].kind == NUMBER:
+            return LEFT_OUT, f"the quote leaves out the comparator '{before.text}' just before it in the source"
+        if _thousands(doc, first - 1, first):
+            return LEFT_OUT, f"the number goes on before the quote ('{before.text} {tokens[first].text}')"
+        for back in range(first - 1, max(-1, first - 5), -1):  # the same clause, a few words back
+            token, after = tokens[back], tokens[back + 1]
+            if token.kind == BOUNDARY or re.search(r"[,;:|]|\n\s*\n", doc.original[token.end : after.start]):
+                break
+            if token.kind == WORD and is_negation(token.text):
+                return LEFT_OUT, f"the quote leaves out the negation '{token.text}' just before it in the source"
+    if last + 1 < len(tokens):
+        after = tokens[last + 1]
+        between = doc.original[tokens[last].end : after.start]
         if after.kind == UNREADABLE and not re.search(r"\s", between):
             return 0.9, UNREADABLE_NOTE
+        if _thousands(doc, last, last + 1):
+            return LEFT_OUT, f"the number goes on after the quote ('{tokens[last].text} {after.text}')"
     return None
+
+
+def _thousands(doc: TokenizedText, left: int, right: int) -> bool:
+    """Are tokens ``left`` and ``right`` one number written with a thousands space (``12 500``)?"""
+    a, b = doc.tokens[left], doc.tokens[right]
+    return (
+        a.kind == NUMBER
+        and b.kind == NUMBER
+        and re.fullmatch(r"-?\d{1,3}", a.text) is not None
+        and re.fullmatch(r"\d{3}(?:[.,]\d+)?", b.text) is not None
+        and re.fullmatch(r"[ \u00a0\u2009\u202f]", doc.original[a.end : b.start]) is not None
+    )
 
 
 # -- the three ways of finding a quote ----------------------------------------------------------------------------
 
 
-def _occurrences(doc: TokenizedText, needle: list[str], start_token: int = 0, stop_char: int | None = None):
-    """Token indices where ``needle`` (token texts) occurs, from ``start_token`` on."""
+def _occurrences(
+    doc: TokenizedText,
+    needle: list[str],
+    start_token: int = 0,
+    stop_char: int | None = None,
+    limit: int = MAX_OCCURRENCES,
+):
+    """Token indices where ``needle`` (token texts) occurs, from ``start_token`` on (and starting before the original
+    offset ``stop_char``), at most ``limit`` of them."""
     pattern = " " + " ".join(needle) + " "
     position = doc.positions[start_token] - 1 if start_token < len(doc.positions) else len(doc.joined)
+    end = len(doc.joined)
+    if stop_char is not None:  # search only up to the first token past stop_char
+        stop_token = bisect.bisect_right(doc.starts, stop_char, lo=start_token)
+        end = doc.positions[stop_token] + len(pattern) if stop_token < len(doc.positions) else end
     found = 0
-    while found < MAX_OCCURRENCES:
-        position = doc.joined.find(pattern, position)
+    while found < limit:
+        position = doc.joined.find(pattern, position, end)
         if position < 0:
             return
-        index = doc.token_index(position + 1)
-        if stop_char is not None and doc.tokens[index].start > stop_char:
-            return
-        yield index
+        yield doc.token_index(position + 1)
         found += 1
         position += 1
 
 
+CUT_PREFIXES = _words("a ab an anti contra counter de di dis dys il im in ir mal mis non un under over")
+CUT_SUFFIXES = ("less", "free", "n't")
+
+
 def _edge_word(part: str, whole: str, at_start: bool) -> bool:
-    """Is the quote's edge word ``part`` a cut-off piece of the source word ``whole`` that changes no meaning?"""
-    if part == whole or len(part) < 2:
+    """Is the quote's edge word ``part`` a cut-off piece of the source word ``whole`` that changes no meaning? Not
+    when the piece is a word that means something by itself at the end (``not`` of ``noted``), when what was cut is
+    a prefix that turns the word around (``normal`` of ``abnormal``, ``indicated`` of ``contraindicated``) or a
+    suffix that does (``harm`` of ``harmless``), or when digits are involved (``CD4`` of ``CD40``)."""
+    if part == whole or any(char.isdigit() for char in part + whole) or is_negation(part):
         return False
     if at_start:
         head = whole[: len(whole) - len(part)]
-        return whole.endswith(part) and head not in NEGATION_PREFIXES and not _opposite_prefix(head)
-    return whole.startswith(part)
+        return (
+            whole.endswith(part)
+            and len(head) <= 2
+            and head not in CUT_PREFIXES
+            and head not in NEGATION_PREFIXES
+            and not _opposite_prefix(head)
+        )
+    rest = whole[len(part) :]
+    return whole.startswith(part) and len(part) >= 4 and not rest.startswith(CUT_SUFFIXES)
 
 
 def _opposite_prefix(head: str) -> bool:
@@ -313,7 +384,8 @@ def _opposite_prefix(head: str) -> bool:
 
 def _cut_words(quote: list[Token], doc: TokenizedText) -> QuoteMatch | None:
     """The quote found with its first and/or last word cut off in the middle (a copy that started or stopped
-    inside a word: "licked on …" of "clicked on …"): verified, with a note."""
+    inside a word: "licked on …" of "clicked on …"): approximate, with a note — the words are the document's, but a
+    person checks what the cut left out."""
     if len(quote) < 4:
         return None
     for cut_start, cut_end in ((True, True), (True, False), (False, True)):
@@ -335,7 +407,7 @@ def _cut_words(quote: list[Token], doc: TokenizedText) -> QuoteMatch | None:
             edge = _edges(doc, first - int(cut_start), last + int(cut_end))
             if edge:
                 return _result(edge[0], "exact", (begin, end), edge[1])
-            return _result(0.96, "exact", (begin, end), "the quote starts or ends inside a word of the source")
+            return _result(CUT_WORD, "exact", (begin, end), "the quote starts or ends inside a word of the source")
     return None
 
 
@@ -365,22 +437,23 @@ def _boundary_after(doc: TokenizedText, index: int) -> bool:
 
 
 def _interruption(doc: TokenizedText, start: int, end: int) -> bool:
-    """Is the source text between two parts of a quote a real interruption (page break, captions, tables,
-    footnotes, picture text) rather than the document's own running text? Within a page, an interruption cuts a
-    sentence: a part that ends its sentence is followed by another sentence, not by the rest of its own."""
+    """Is the source text between two parts of a quote a real interruption — a page break with its header and footer,
+    figure or table captions, tables, footnotes, picture text — rather than the document's own running text? Every
+    block between must be one of those (a short block counts as page furniture only across a page break), and within
+    a page an interruption cuts a sentence: a part that ends its sentence is not continued by another one."""
     if end - start > MAX_GAP_CHARS:
         return False
-    if doc.pages_between(start, end):
-        return True
-    if re.match(r"[\s*_)\]]*[.!?]", doc.original[start : start + 8]):
+    page_break = doc.pages_between(start, end)
+    if not page_break and re.match(r"[\s*_)\]]*[.!?]", doc.original[start : start + 8]):
         return False
     blocks = [block.strip() for block in _BLANK_LINE.split(doc.original[start:end]) if block.strip()]
     if not blocks:
         return False
     for block in blocks:
-        plain = re.sub(r"^[\s*_#]+", "", block)
+        plain = re.sub(r"^[\s*_]+", "", block)
         is_table = all(line.lstrip().startswith("|") for line in block.splitlines() if line.strip())
-        if not (is_table or _CAPTION.match(plain) or _FOOTNOTE.match(block) or _PICTURE.match(block)):
+        furniture = page_break and len(block.split()) <= 15 and not block.lstrip().startswith("#")
+        if not (is_table or furniture or _CAPTION.match(plain) or _FOOTNOTE.match(block) or _PICTURE.match(block)):
             return False
     return True
 
@@ -392,14 +465,19 @@ def _long_enough(doc: TokenizedText, begin: int, end: int) -> bool:
 
 def _segmented(quote: list[Token], doc: TokenizedText) -> QuoteMatch | None:
     texts = [token.text for token in quote]
+    steps = [0]
 
     def search(done: int, start_token: int, parts: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
         if done == len(texts):
             return parts if len(parts) > 1 else None
-        if len(parts) == max(SEGMENT_CONFIDENCE):
+        if len(parts) == max(SEGMENT_CONFIDENCE) or steps[0] > MAX_SEGMENT_STEPS:
             return None
         stop = None if not parts else doc.tokens[parts[-1][1] - 1].end + MAX_GAP_CHARS
-        for first in _occurrences(doc, texts[done : done + MIN_PART_TOKENS], start_token, stop):
+        head = texts[done : done + MIN_PART_TOKENS]
+        for first in _occurrences(doc, head, start_token, stop, MAX_PART_OCCURRENCES):
+            steps[0] += 1
+            if steps[0] > MAX_SEGMENT_STEPS:
+                return None
             if parts and not (
                 _boundary_after(doc, first - 1)
                 and _interruption(doc, doc.tokens[parts[-1][1] - 1].end, doc.tokens[first].start)
@@ -506,6 +584,10 @@ def _judge_alignment(quote: list[Token], window: list[Token], doc: TokenizedText
 def match_quote(quote: str, scope: str) -> QuoteMatch:
     """Grade ``quote`` against ``scope`` (see the module docstring); spans index into ``scope``."""
     quote_tokens = list(tokenize_once(quote).tokens)
+    while quote_tokens and quote_tokens[0].kind == BOUNDARY:  # a quote may start or end with its sentence's stop
+        quote_tokens.pop(0)
+    while quote_tokens and quote_tokens[-1].kind == BOUNDARY:
+        quote_tokens.pop()
     if not quote_tokens:
         return _result(0.0, "none", None, "empty quote")
     doc = tokenize(scope)

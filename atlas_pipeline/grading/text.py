@@ -2,17 +2,22 @@
 
 Folded away (never matters): case; whitespace and line breaks; hyphenation at line ends and hyphens inside words;
 ligatures and compatibility forms (NFKC: ``ﬁ`` → ``fi``, full-width → ASCII); accents on Latin letters, split
-accents (``Ste´phane``) included; dash, minus and middle-dot variants; markup — HTML tags and comments (``<sup>``,
-page markers), ``**``, ``_``, ``#``, ``>`` quote marks, ``|`` table cell separators —; punctuation; a ``+`` sign.
+accents (``Ste´phane``) included; dash variants; markup — HTML comments (page markers) and tags (``<b>``, ``<br>``,
+``<sup>``: a superscript keeps its place, see below), ``**``, ``_``, ``#``, ``>`` quote marks, ``|`` table cell
+separators —; punctuation inside a sentence; a ``+`` sign in front of a number.
 
 Kept (always matters): every letter of every script (Greek ``μ`` is not ``u``), whole words, numbers as written —
 digits, decimal point or comma, a minus sign attached to the number, and the number's boundaries (``12`` is not in
-``2012``, ``0.05`` not in ``0.054``) —, comparators (``<``, ``>``, ``≤``, ``≥``, ``=``, ``±``, ``≠``, ``≈``, ``~``),
-``%``, ``/``, ``×``, and the dash of a range (``60–69``). Characters a PDF's text layer could not map (U+FFFD, control
-characters, private-use glyphs) become ``unreadable`` tokens, so a quote across one is never taken as exact.
+``2012``, ``0.05`` not in ``0.054``) —, comparators (``<``, ``>``, ``≤``, ``≥``, ``≮``, ``=``, ``±``, ``≠``, ``≈``,
+``~``), ``%``, ``/``, ``×``, the dash of a range (``60–69``), a ``+`` or ``−`` after a word (``HER2+`` is not
+``HER2−``), the end of a sentence (``.``, ``;``, ``!``, ``?``: two sentences are not one), and superscripts: after a
+letter they join the word (``m²`` = ``m<sup>2</sup>`` = ``m2``), after a number they stay apart (``10³`` is ``10 ^3``,
+never ``103``; a footnote mark ``0.04²`` is never ``0.042``). Characters a PDF's text layer could not map (U+FFFD,
+control characters, private-use glyphs) become ``unreadable`` tokens, so a quote across one is never taken as exact.
 
 Each token keeps its span in the original text; page markers (``<!-- page N -->``, written by the PDF parser at the
-start of every page) give the page of any offset.
+start of every page) give the page of any offset. ``BOUNDARY_CHAR`` separates texts that must never be read as one
+(the markdown and each table of a document's evidence scope).
 """
 
 from __future__ import annotations
@@ -23,26 +28,57 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-WORD, NUMBER, SYMBOL, UNREADABLE = "word", "number", "symbol", "unreadable"
+WORD, NUMBER, SYMBOL, UNREADABLE, BOUNDARY = "word", "number", "symbol", "unreadable", "boundary"
 UNREADABLE_CHAR = "\ufffd"
+BOUNDARY_CHAR = "\u241e"  # ␞: a hard boundary between two texts of one scope
 PAGE_MARKER = "<!-- page {number} -->"
 
 _PAGE_MARKER = re.compile(r"<!--\s*page\s+(\d+)\s*-->")
-# HTML tags and comments, and a markdown quote mark at a line start: markup, not comparators
-_MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>\n]{0,200})?/?>", re.S)
+_TAG_NAMES = (
+    "a|abbr|b|big|blockquote|body|br|caption|center|cite|code|col|colgroup|dd|del|dfn|div|dl|dt|em|figcaption|"
+    "figure|font|h[1-6]|head|hr|html|i|img|ins|kbd|label|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|"
+    "strong|sub|sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr"
+)
+# HTML comments (bounded: an unclosed "<!--" costs nothing) and known tags — a "<" before other letters compares
+_MARKUP = re.compile(rf"<!--[^\n]{{0,500}}?-->|</?(?:{_TAG_NAMES})(?:\s[^<>\n]{{0,200}})?/?>", re.IGNORECASE)
+_SUPERSCRIPT_TAG = re.compile(r"<(sup|sub)(?:\s[^<>\n]{0,100})?>([^<>\n]{0,40})</\1>", re.IGNORECASE)
 # a markdown quote mark (pymupdf4llm writes footnotes as "> …") opens a block; a ">" inside a paragraph compares
-_QUOTE_MARK = re.compile(r"(?:\A|\n[ \t]*\n)[ \t]*(>)(?=[ \t])")
-_DASHES = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58\ufe63\uff0d")
+_QUOTE_MARK = re.compile(r"\n[ \t]*\n[ \t]*(>)(?=[ \t])")
+_DASHES = frozenset("-\u2010\u2011\u2012\u2013\u2014\u2015\u2043\ufe58\ufe63\uff0d")
+_MINUS = frozenset("\u2212\u2796")  # a minus sign is never a hyphen
 _REMOVED = frozenset("\u00ad\u200b\u200c\u200d\u2060\ufeff")  # soft hyphen and zero-width characters
 _DECIMAL_DOTS = frozenset("\u00b7\u2219\u22c5\u2027")
 _APOSTROPHES = frozenset("\u2019\u2018\u02bc\u2032")
-_COMPARATORS = {"\u2266": "≤", "\u2a7d": "≤", "\u2267": "≥", "\u2a7e": "≥", "\u2264": "≤", "\u2265": "≥"}
+_COMPARATORS = {
+    "\u2266": "≤",
+    "\u2a7d": "≤",
+    "\u2264": "≤",
+    "\u2267": "≥",
+    "\u2a7e": "≥",
+    "\u2265": "≥",
+    "\u223c": "~",
+    "\u2248": "≈",
+}
+_SUPERSCRIPTS = {
+    **{
+        chr(c): str(d) for d, c in enumerate((0x2070, 0xB9, 0xB2, 0xB3, 0x2074, 0x2075, 0x2076, 0x2077, 0x2078, 0x2079))
+    },
+    **{chr(0x2080 + d): str(d) for d in range(10)},
+    "\u207a": "+",
+    "\u207b": "−",
+    "\u208a": "+",
+    "\u208b": "−",
+}
 _TOKEN = re.compile(
     r"(?P<unreadable>\ufffd+)"
+    r"|(?P<boundary>\u241e)"
+    r"|(?P<power>\^[+−]?\d+)"
     r"|(?P<number>(?:(?<![\w.·])[.·](?=\d))?\d+(?:[.,·]\d+)*)"
     r"|(?P<word>[^\W\d_](?:[^\W_]|'(?=[^\W\d_]))*)"
-    r"|(?P<symbol><=|>=|=<|\+/-|\+-|[<>≤≥=±≠≈~×%‰/])"
-    r"|(?P<dash>-)"
+    r"|(?P<symbol><=|>=|=<|\+/-|\+-|[<>≤≥≮≯≰≱=±∓≠≈~×%‰/])"
+    r"|(?P<dash>[-−])"
+    r"|(?P<plus>\+)"
+    r"|(?P<stop>[.!?;](?=\s|$|[^\W\d_]))"
 )
 _DIGRAPHS = {"<=": "≤", "=<": "≤", ">=": "≥", "+/-": "±", "+-": "±"}
 # scripts written without spaces between words: every character is a token of its own
@@ -56,7 +92,7 @@ class Token:
     """One unit of meaning: its normalised text, kind, and span in the original text (end-exclusive)."""
 
     text: str
-    kind: str  # word | number | symbol | unreadable
+    kind: str  # word | number | symbol | unreadable | boundary
     start: int
     end: int
 
@@ -66,6 +102,8 @@ def _fold_char(char: str) -> str:
     """One character → its folded form ("" when it disappears, " " when it only separates)."""
     if char in _DASHES:
         return "-"
+    if char in _MINUS:
+        return "−"
     if char in _REMOVED:
         return ""
     if char in _DECIMAL_DOTS:
@@ -74,17 +112,23 @@ def _fold_char(char: str) -> str:
         return "'"
     if char in _COMPARATORS:
         return _COMPARATORS[char]
+    if char in "≮≯≰≱∓":
+        return char
     code = ord(char)
     if char == UNREADABLE_CHAR or (code < 32 and char not in "\t\n\r") or code == 0x7F or 0xE000 <= code <= 0xF8FF:
         return UNREADABLE_CHAR
-    if char == "\n":
-        return "\n"
+    if char == BOUNDARY_CHAR or char == "\n":
+        return char
     category = unicodedata.category(char)
-    if char.isspace() or category.startswith("Z") or char == "^":
+    if char.isspace() or category.startswith("Z"):
         return " "
+    if char == "^":
+        return "^"
     if category == "Sk":  # spacing accents of split characters ("Ste´phane"): nothing
         return ""
     folded = unicodedata.normalize("NFKC", char).casefold()
+    if "\u2044" in folded:  # a vulgar fraction (½): its own number, never glued to the digits before it
+        return " " + folded.replace("\u2044", "/") + " "
     out = []
     for part in folded:
         decomposed = unicodedata.normalize("NFD", part)
@@ -106,6 +150,7 @@ class TokenizedText:
     tokens: tuple[Token, ...]
     joined: str  # " t0 t1 … tn " — a quote's joined form is found here only at token boundaries
     positions: tuple[int, ...]  # index in ``joined`` where each token begins
+    starts: tuple[int, ...]  # original offset where each token begins
     page_offsets: tuple[int, ...]  # original offsets of the page markers, in order
     page_numbers: tuple[int, ...]
 
@@ -128,18 +173,38 @@ class TokenizedText:
 
 def _fold(original: str) -> tuple[str, list[int]]:
     """Folded text and, per folded character, the index of the original character it came from."""
-    masked = set()
+    masked: set[int] = set()  # markup: a separator
+    silent: set[int] = set()  # the <sup>/<sub> tags themselves: nothing (their content keeps its place)
+    superscript: set[int] = set()  # characters inside <sup>/<sub>: written as superscripts
+    for match in _SUPERSCRIPT_TAG.finditer(original):
+        silent.update(range(match.start(), match.start(2)))
+        silent.update(range(match.end(2), match.end()))
+        superscript.update(range(match.start(2), match.end(2)))
     for match in _MARKUP.finditer(original):
-        masked.update(range(match.start(), match.end()))
+        if match.start() not in silent:
+            masked.update(range(match.start(), match.end()))
     masked.update(match.start(1) for match in _QUOTE_MARK.finditer(original))
     chars: list[str] = []
     offsets: list[int] = []
     previous_latin = False
     for index, char in enumerate(original):
+        if index in silent:
+            continue
         if index in masked:
-            chars.append(" ")
-            offsets.append(index)
+            if not chars or chars[-1] != " ":
+                chars.append(" ")
+                offsets.append(index)
             previous_latin = False
+            continue
+        if index in superscript or char in _SUPERSCRIPTS:
+            digit = _SUPERSCRIPTS.get(char) or _fold_char(char)
+            after_number = bool(chars) and (chars[-1].isdigit() or chars[-1] == "·")
+            if after_number and (digit[:1].isdigit() or digit in ("+", "−")) and not _in_power(chars):
+                chars.append("^")  # 10³, 0.04²: a power or a footnote mark, never more digits of the number
+                offsets.append(index)
+            for part in digit:
+                chars.append(part)
+                offsets.append(index)
             continue
         if unicodedata.category(char) == "Mn":  # a combining mark: typography after a Latin letter
             if previous_latin:
@@ -166,6 +231,14 @@ def _fold(original: str) -> tuple[str, list[int]]:
     return text, offsets
 
 
+def _in_power(chars: list[str]) -> bool:
+    """Is the end of ``chars`` already inside a superscript run (``10^12``: the 2 continues the power)?"""
+    index = len(chars) - 1
+    while index >= 0 and (chars[index].isdigit() or chars[index] in "+−"):
+        index -= 1
+    return index >= 0 and chars[index] == "^"
+
+
 def _previous_visible(text: str, position: int) -> tuple[str, bool]:
     """The nearest non-space character before ``position`` and whether whitespace lies between."""
     index = position - 1
@@ -181,9 +254,31 @@ def _is_sign(text: str, dash: int) -> bool:
         return True  # at the start of a line (a table cell, a list): a sign
     if before.isdigit() or before in "%‰":
         return False  # 60–69, 5% - 10%: a range or an operator
+    if text[dash] == "−" and before.isalpha():
+        return True  # a true minus sign after a word: "was−0.5"
     if before.isalnum() or before in ")]":
         return spaced  # "CI −2.05", "(95% CI) −1.7" are signs; "IL-6", "(1)-(2)" are not
     return True  # after "(", "=", ":", "|", a comparator, …
+
+
+def _is_suffix(text: str, start: int) -> bool:
+    """A ``+`` or ``−`` written right after a word or number and not before one: ``HER2+``, ``CD4−``, ``ER+/``."""
+    before = text[start - 1] if start > 0 else ""
+    after = text[start + 1] if start + 1 < len(text) else ""
+    return before.isalnum() and not after.isalnum()
+
+
+def _sentence_end(original: str, text: str, offsets: list[int], start: int, end: int) -> bool:
+    """Is the stop at ``start`` the end of a sentence? Not inside "e.g." or "I.E.", and not a decimal point the text
+    layer split off ("0. 001")."""
+    before = text[start - 1] if start > 0 else ""
+    rest = text[end:].lstrip(" ")
+    if before.isdigit() and text[start] == "." and rest[:1].isdigit():
+        return False
+    if end >= len(offsets) or text[end].isspace():
+        return True
+    following, preceding = original[offsets[end]], original[offsets[start - 1]] if start > 0 else ""
+    return following.isupper() and not preceding.isupper()  # "end.The" — not "e.g." or "I.E."
 
 
 def tokenize_once(original: str) -> TokenizedText:
@@ -197,11 +292,18 @@ def tokenize_once(original: str) -> TokenizedText:
         if kind == "number":
             if "·" in value:
                 value = value.replace("·", ".")
-            if raw and raw[-1][0] == "dash" and not text[raw[-1][3] : start].strip() and _is_sign(text, raw[-1][2]):
-                _, _, dash_start, _ = raw.pop()
-                raw.append((NUMBER, "-" + value, dash_start, end))
+            if (
+                raw
+                and raw[-1][0] in ("dash", "plus")
+                and not text[raw[-1][3] : start].strip()
+                and _is_sign(text, raw[-1][2])
+            ):
+                sign_kind, _, sign_start, _ = raw.pop()
+                raw.append((NUMBER, value if sign_kind == "plus" else "-" + value, sign_start, end))
                 continue
             raw.append((NUMBER, value, start, end))
+        elif kind == "power":
+            raw.append((NUMBER, value.replace("−", "-"), start, end))
         elif kind == "word":
             if _UNSPACED.search(value):
                 raw.extend((WORD, char, start + i, start + i + 1) for i, char in enumerate(value))
@@ -211,16 +313,26 @@ def tokenize_once(original: str) -> TokenizedText:
             raw.append((SYMBOL, _DIGRAPHS.get(value, value), start, end))
         elif kind == "unreadable":
             raw.append((UNREADABLE, UNREADABLE_CHAR, start, end))
+        elif kind == "boundary":
+            raw.append((BOUNDARY, BOUNDARY_CHAR, start, end))
+        elif kind == "stop":
+            if _sentence_end(original, text, offsets, start, end):
+                raw.append((BOUNDARY, ".", start, end))
         else:
-            raw.append(("dash", "-", start, end))
+            raw.append((kind, value, start, end))
     tokens: list[Token] = []
     for index, (kind, value, start, end) in enumerate(raw):
-        if kind == "dash":
+        if kind == "plus":  # a "+" that is not a number's sign: HER2+, CD4+CD25+, 10 + 5
+            kind = SYMBOL
+        elif kind == "dash":
             before, _ = _previous_visible(text, start)
             follows_number = index + 1 < len(raw) and raw[index + 1][0] == NUMBER
-            if not (before.isdigit() or before in ")]%‰") or not follows_number:
-                continue  # a dash between words is punctuation; between numbers it is a range
-            kind = SYMBOL
+            if _is_suffix(text, start):
+                kind, value = SYMBOL, "-"  # HER2−, CD25−
+            elif (before.isdigit() or before in ")]%‰") and follows_number:
+                kind, value = SYMBOL, "-"  # a range or a subtraction: 60–69
+            else:
+                continue  # a dash between words is punctuation
         tokens.append(Token(value, kind, offsets[start], offsets[end - 1] + 1))
     positions = []
     cursor = 1
@@ -234,6 +346,7 @@ def tokenize_once(original: str) -> TokenizedText:
         tokens=tuple(tokens),
         joined=joined,
         positions=tuple(positions),
+        starts=tuple(token.start for token in tokens),
         page_offsets=tuple(m.start() for m in markers),
         page_numbers=tuple(int(m.group(1)) for m in markers),
     )

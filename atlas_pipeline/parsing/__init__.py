@@ -1,13 +1,17 @@
 """Parse any supported document into markdown and tables: ``parse_document(data, filename)``.
 
 Usable without Dagster. Raises a ``DocumentError`` subclass (with ``status`` failed/skipped and a specific
-``reason``) for unreadable, locked or unsupported input.
+``reason``) for unreadable, locked or unsupported input. The format modules (PyMuPDF and the layout model for PDF,
+BeautifulSoup for HTML and JATS) are imported when a document of that kind is parsed, so importing this package —
+for the errors, the options or media sniffing — stays light.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+from importlib.metadata import version
 
 from atlas_pipeline.parsing.errors import (
     DocumentError,
@@ -15,12 +19,10 @@ from atlas_pipeline.parsing.errors import (
     UnreadableDocumentError,
     UnsupportedDocumentError,
 )
-from atlas_pipeline.parsing.html import parse_html
-from atlas_pipeline.parsing.jats import parse_jats
-from atlas_pipeline.parsing.media import HTML, JATS, MARKDOWN, PDF, TEXT, detect_media_type
+from atlas_pipeline.parsing.media import HTML, IMAGE_TYPES, JATS, MARKDOWN, PDF, TEXT, detect_media_type
 from atlas_pipeline.parsing.model import ParsedDocument, Table
-from atlas_pipeline.parsing.pdf import PYMUPDF4LLM_VERSION, parse_pdf
-from atlas_pipeline.parsing.plain import parse_plain
+
+PYMUPDF4LLM_VERSION = version("pymupdf4llm")
 
 __all__ = [
     "DocumentError",
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 # Bump when a change to parsing changes its output: cached parses with another fingerprint are redone.
-PARSER_REVISION = 2  # 2: page markers, unreadable glyphs shown as �
+PARSER_REVISION = 3  # 2: page markers, unreadable glyphs shown as �; 3: pages salvaged one by one
 
 
 class ParseOptions(dict):
@@ -66,7 +68,19 @@ def parse_document(data: bytes, filename: str, options: ParseOptions | None = No
     """Parse ``data`` (named ``filename``) into markdown and tables, or raise a ``DocumentError``."""
     options = options or ParseOptions()
     media_type = detect_media_type(data, filename)
+    try:
+        return _parse(data, media_type, options)
+    except DocumentError:
+        raise
+    except Exception as error:  # a library's own error is never the result: it becomes the document's reason
+        message = re.sub(r"^code=\d+:\s*", "", str(error).strip()) or "no message"
+        raise UnreadableDocumentError(f"could not be parsed ({type(error).__name__}: {message})") from error
+
+
+def _parse(data: bytes, media_type: str, options: ParseOptions) -> ParsedDocument:
     if media_type == PDF:
+        from atlas_pipeline.parsing.pdf import parse_pdf
+
         return parse_pdf(
             data,
             engine=options["engine"],
@@ -74,10 +88,20 @@ def parse_document(data: bytes, filename: str, options: ParseOptions | None = No
             ocr_language=options["ocr_language"],
             ocr_max_text_chars=options["ocr_max_text_chars"],
         )
+    if media_type in IMAGE_TYPES:
+        from atlas_pipeline.parsing.image import parse_image
+
+        return parse_image(data, media_type, ocr=options["ocr"], ocr_language=options["ocr_language"])
     if media_type == HTML:
+        from atlas_pipeline.parsing.html import parse_html
+
         return parse_html(data)
     if media_type == JATS:
+        from atlas_pipeline.parsing.jats import parse_jats
+
         return parse_jats(data)
     if media_type in (MARKDOWN, TEXT):
+        from atlas_pipeline.parsing.plain import parse_plain
+
         return parse_plain(data, media_type)
     raise UnsupportedDocumentError(f"unsupported media type {media_type}")

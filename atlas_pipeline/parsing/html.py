@@ -1,12 +1,13 @@
 """HTML article pages → markdown and tables with BeautifulSoup.
 
-Navigation, scripts, styles, forms and page chrome are dropped; headings, paragraphs, lists and tables are kept in
-reading order. Tables stay HTML (they are already high fidelity) and also appear as their text in the markdown.
+Navigation, scripts, styles, forms and page chrome are dropped; headings, paragraphs, lists, tables and any other
+text are kept in reading order. The page's declared charset is honoured (BeautifulSoup reads the bytes). Tables
+stay HTML (they are already high fidelity) and also appear as their text in the markdown.
 """
 
 from __future__ import annotations
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4 import BeautifulSoup, CData, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction, Tag
 
 from atlas_pipeline.parsing.model import ParsedDocument, Table
 from atlas_pipeline.parsing.tables import clean_cell, table_from_element
@@ -25,7 +26,40 @@ DROP = (
     "aside",
     "template",
 )
-BLOCKS = ("p", "li", "blockquote", "pre", "dd", "dt", "figcaption")
+BLOCKS = ("p", "li", "blockquote", "pre", "dd", "dt", "figcaption", "caption", "summary")
+INLINE = (
+    "a",
+    "abbr",
+    "b",
+    "bdi",
+    "bdo",
+    "cite",
+    "code",
+    "data",
+    "del",
+    "dfn",
+    "em",
+    "font",
+    "i",
+    "ins",
+    "kbd",
+    "label",
+    "mark",
+    "q",
+    "s",
+    "samp",
+    "small",
+    "span",
+    "strong",
+    "sub",
+    "sup",
+    "time",
+    "tt",
+    "u",
+    "var",
+    "wbr",
+)
+_NOT_TEXT = (Comment, Declaration, Doctype, ProcessingInstruction, CData)
 HEADINGS = {f"h{level}": level for level in range(1, 7)}
 
 
@@ -51,55 +85,62 @@ def _caption_of(table: Tag) -> str:
 
 
 def render_blocks(root: Tag, tables: list[Table]) -> list[str]:
-    """Markdown blocks for the children of ``root`` in document order; tables are appended to ``tables``."""
+    """Markdown blocks for everything readable below ``root``, in document order: headings, paragraphs, list items
+    and tables as such, and text that sits in no block (a ``div``, a ``span``, a table-less layout) as paragraphs of
+    its own — nothing readable is dropped, however short. Tables are appended to ``tables``."""
     blocks: list[str] = []
-    for node in root.descendants:
-        if not isinstance(node, Tag):
-            continue
-        if any(parent.name in ("table", *BLOCKS, *HEADINGS) for parent in node.parents if parent is not root):
-            continue
-        if node.name == "table":
-            table = table_from_element(node, index=len(tables), caption=_caption_of(node))
-            tables.append(table)
-            if table.caption:
-                blocks.append(f"**{table.caption}**")
-            blocks.append(table.text)
-        elif node.name in HEADINGS:
-            text = clean_cell(node.get_text(" "))
-            if text:
-                blocks.append("#" * HEADINGS[node.name] + " " + text)
-        elif node.name in BLOCKS:
-            text = clean_cell(node.get_text(" "))
-            if text:
-                blocks.append(("- " if node.name == "li" else "") + text)
+    inline: list[str] = []
+
+    def flush() -> None:
+        text = clean_cell(" ".join(inline))
+        inline.clear()
+        if text:
+            blocks.append(text)
+
+    def walk(node: Tag) -> None:
+        for child in node.children:
+            if isinstance(child, NavigableString):
+                if not isinstance(child, _NOT_TEXT):
+                    inline.append(str(child))
+                continue
+            if not isinstance(child, Tag):
+                continue
+            if child.name == "table":
+                flush()
+                table = table_from_element(child, index=len(tables), caption=_caption_of(child))
+                tables.append(table)
+                if table.caption:
+                    blocks.append(f"**{table.caption}**")
+                blocks.append(table.text)
+            elif child.name in HEADINGS or child.name in BLOCKS:
+                flush()
+                text = clean_cell(child.get_text(" "))
+                if text and child.name in HEADINGS:
+                    blocks.append("#" * HEADINGS[child.name] + " " + text)
+                elif text:
+                    blocks.append(("- " if child.name == "li" else "") + text)
+            elif child.name == "br":
+                flush()
+            elif child.name in INLINE:
+                walk(child)
+            else:  # div, section, article, figure, ul, dl, center, …: a block boundary around its content
+                flush()
+                walk(child)
+                flush()
+
+    walk(root)
+    flush()
     return blocks
 
 
-def _loose_text(root: Tag) -> list[str]:
-    """Text sitting directly in containers (no <p>): kept so nothing readable is lost."""
-    out = []
-    for node in root.find_all(string=True):
-        if (
-            isinstance(node, NavigableString)
-            and node.parent
-            and node.parent.name in ("div", "section", "article", "body")
-        ):
-            text = clean_cell(node)
-            if len(text) > 40:
-                out.append(text)
-    return out
-
-
 def parse_html(data: bytes) -> ParsedDocument:
-    soup = BeautifulSoup(decode_text(data), "lxml")
+    soup = BeautifulSoup(data, "lxml")  # bytes: BeautifulSoup honours the page's declared charset
     title = clean_cell(soup.title.get_text()) if soup.title else ""
     for tag in soup.find_all(DROP):
         tag.decompose()
     root = soup.find("article") or soup.find("main") or soup.body or soup
     tables: list[Table] = []
     blocks = render_blocks(root, tables)
-    if not blocks:
-        blocks = _loose_text(root)
     markdown = "\n\n".join(([f"# {title}"] if title else []) + blocks) + "\n"
     return ParsedDocument(
         media_type="text/html",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from bs4 import BeautifulSoup, Tag
 
 from atlas_pipeline.parsing.errors import UnreadableDocumentError
@@ -59,8 +61,25 @@ def _table_wrap(wrap: Tag, tables: list[Table], out: list[str]) -> None:
         out.append(footnotes)
 
 
+_DOCTYPE = re.compile(rb"<!DOCTYPE\b[^\[>]*(\[(?P<subset>.*?)\])?\s*>", re.S | re.I)
+_ENTITY = re.compile(rb"<!ENTITY\s+(?P<name>[\w.-]+)\s+(?P<quote>[\"'])(?P<value>[^<&\"']*)(?P=quote)\s*>")
+
+
+def without_internal_subset(data: bytes) -> bytes:
+    """The XML with its DOCTYPE's internal subset removed (the XML parser gives up on some of them), its simple
+    text entities (``<!ENTITY ndash "&#x2013;">``) expanded once; external entities are never read."""
+    match = _DOCTYPE.search(data[:65536])
+    if match is None or match.group("subset") is None:
+        return data
+    entities = {m.group("name"): m.group("value") for m in _ENTITY.finditer(match.group("subset"))}
+    body = data[match.end() :]
+    for name, value in entities.items():
+        body = body.replace(b"&" + name + b";", value)
+    return data[: match.start()] + body
+
+
 def parse_jats(data: bytes) -> ParsedDocument:
-    soup = BeautifulSoup(data, "lxml-xml")
+    soup = BeautifulSoup(without_internal_subset(data), "lxml-xml")
     article = soup.find("article")
     if article is None:
         raise UnreadableDocumentError("not a JATS article (no <article> element)")

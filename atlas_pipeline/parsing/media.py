@@ -11,6 +11,16 @@ HTML = "text/html"
 JATS = "application/jats+xml"
 MARKDOWN = "text/markdown"
 TEXT = "text/plain"
+# images are read by OCR (parsing.image)
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/tiff", "image/gif", "image/bmp", "image/webp")
+IMAGES = {
+    b"\x89PNG": "image/png",
+    b"\xff\xd8\xff": "image/jpeg",
+    b"II*\x00": "image/tiff",
+    b"MM\x00*": "image/tiff",
+    b"GIF8": "image/gif",
+    b"BM": "image/bmp",
+}
 
 _BY_EXTENSION = {
     ".pdf": PDF,
@@ -26,11 +36,6 @@ _BY_EXTENSION = {
 }
 _BINARY_SIGNATURES = {
     b"PK\x03\x04": "a ZIP/Office file",
-    b"\x89PNG": "a PNG image",
-    b"\xff\xd8\xff": "a JPEG image",
-    b"GIF8": "a GIF image",
-    b"II*\x00": "a TIFF image",
-    b"MM\x00*": "a TIFF image",
     b"\xd0\xcf\x11\xe0": "a legacy Office file",
     b"\x1f\x8b": "a gzip archive",
 }
@@ -56,6 +61,11 @@ def detect_media_type(data: bytes, filename: str) -> str:
         raise UnreadableDocumentError("empty file (0 bytes)")
     if b"%PDF-" in data[:1024]:
         return PDF
+    for signature, image_type in IMAGES.items():
+        if data.startswith(signature) and (signature != b"BM" or extension == ".bmp"):
+            return image_type
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
     for signature, what in _BINARY_SIGNATURES.items():
         if data.startswith(signature):
             raise UnsupportedDocumentError(f"unsupported file type: {what} ({extension or 'no extension'})")

@@ -27,6 +27,7 @@ class ParsedDocument(BaseModel):
     ocr_pages: list[int] = Field(default_factory=list)  # 1-based pages whose text came from OCR
     engine: str = ""  # e.g. "pymupdf4llm 1.28.2 (layout)"
     warnings: list[str] = Field(default_factory=list)
+    lost: list[str] = Field(default_factory=list)  # what could not be read (a page, OCR of a page) and why
     title: str = ""
 
     @property

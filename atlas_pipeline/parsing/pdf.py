@@ -15,6 +15,7 @@ import contextlib
 import io
 import logging
 import re
+from collections.abc import Callable
 from importlib.metadata import version
 
 import pymupdf
@@ -23,6 +24,7 @@ from pymupdf4llm.helpers import document_layout
 
 from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumentError
 from atlas_pipeline.parsing.model import ParsedDocument, Table
+from atlas_pipeline.parsing.pages import count_pages  # noqa: F401  (public here before pages.py existed)
 from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
 from atlas_pipeline.parsing.text_layer import mark_control_characters, mark_misdrawn_glyphs
 
@@ -34,16 +36,24 @@ _PAGE_END = re.compile(r"\n*--- end of page(?:\.page_number)?=(\d+) ---\n*")
 PAGE_MARKER = "<!-- page {number} -->"
 
 
-def with_page_markers(markdown: str) -> str:
-    """pymupdf4llm's page separators ("--- end of page=N ---") → a marker at the start of every page."""
+def with_page_markers(markdown: str, zero_based: bool = False) -> str:
+    """pymupdf4llm's page separators ("--- end of page=N ---" after each page) → a marker at the start of every
+    page (``zero_based``: the legacy engine numbers pages from 0)."""
     pieces = _PAGE_END.split(markdown)
-    pages = pieces[0::2]
     out = []
-    for number, text in enumerate(pages[:-1] if len(pages) > 1 else pages, 1):
-        out.append(PAGE_MARKER.format(number=number) + "\n\n" + text.strip("\n") + "\n\n")
-    if len(pages) > 1 and pages[-1].strip():
-        out.append(pages[-1].strip("\n") + "\n")
+    for text, number in zip(pieces[0::2], pieces[1::2], strict=False):
+        page = int(number) + (1 if zero_based else 0)
+        out.append(PAGE_MARKER.format(number=page) + "\n\n" + text.strip("\n") + "\n\n")
+    rest = pieces[-1] if len(pieces) % 2 else ""
+    if rest.strip():
+        out.append(rest.strip("\n") + "\n")
     return "".join(out)
+
+
+def describe_error(error: BaseException) -> str:
+    """A library error as a reason: MuPDF's message without its code prefix ("cycle in page tree")."""
+    message = re.sub(r"^code=\d+:\s*", "", str(error).strip())
+    return message or type(error).__name__
 
 
 def open_pdf(data: bytes) -> pymupdf.Document:
@@ -59,15 +69,6 @@ def open_pdf(data: bytes) -> pymupdf.Document:
         doc.close()
         raise UnreadableDocumentError("not a readable PDF: it has no pages")
     return doc
-
-
-def count_pages(data: bytes) -> int | None:
-    """Page count without parsing, or None when the bytes are not an openable PDF."""
-    try:
-        with pymupdf.open(stream=data, filetype="pdf") as doc:
-            return None if doc.needs_pass else doc.page_count
-    except Exception:
-        return None
 
 
 def ocr_available() -> bool:
@@ -119,6 +120,99 @@ def _collect_warnings() -> list[str]:
     return [line for line in messages.splitlines() if line.strip()][:20] if messages else []
 
 
+def _ocr_function(ocr: bool, ocr_max_text_chars: int | None, ocr_pages: list[int]) -> Callable[..., None] | None:
+    """pymupdf4llm's OCR of a page, vetoed on pages with a real text layer, recording the pages it OCRs."""
+    engine_ocr = document_layout.select_ocr_function() if ocr else None
+    if engine_ocr is None:
+        return None
+
+    def recording_ocr(page: pymupdf.Page, **kwargs: object) -> None:
+        if ocr_max_text_chars is not None and len(page.get_text().strip()) > ocr_max_text_chars:
+            return  # a real text layer: OCR would only add the words inside figures
+        ocr_pages.append(page.number + 1)
+        engine_ocr(page, **kwargs)
+
+    return recording_ocr
+
+
+def _layout_parse(
+    doc: pymupdf.Document, pages: list[int] | None, ocr_function: Callable[..., None] | None, ocr_language: str
+) -> tuple[str, list[Table]]:
+    parsed = document_layout.parse_document(
+        doc,
+        pages=pages,
+        use_ocr=ocr_function is not None,
+        ocr_function=ocr_function,
+        force_text=True,
+        ocr_language=ocr_language,
+        show_progress=False,
+    )
+    markdown = parsed.to_markdown(header=True, footer=True, show_progress=False, page_separators=True)
+    return markdown, _tables_from_layout(parsed, doc)
+
+
+def _layout_parse_salvaging(
+    doc: pymupdf.Document,
+    ocr_function: Callable[..., None] | None,
+    ocr_language: str,
+    warnings: list[str],
+    lost: list[str],
+) -> tuple[str, list[Table]]:
+    """The whole document in one layout parse; when MuPDF or the layout model fails on it, page by page, each page
+    with the best that works for it (layout with OCR, layout without OCR, plain text), and a note in ``lost`` per
+    page that lost something. A page nothing can read is left empty with its reason."""
+    try:
+        return _layout_parse(doc, None, ocr_function, ocr_language)
+    except Exception as error:  # MuPDF raises its own error types (FzErrorFormat, FzErrorLibrary, …)
+        warnings.append(f"the one-pass parse failed ({describe_error(error)}); parsed page by page")
+        # the per-page notes below name what was lost
+    pieces: list[str] = []
+    tables: list[Table] = []
+    attempts = [("layout with OCR", ocr_function), ("layout", None)] if ocr_function else [("layout", None)]
+    for number in range(doc.page_count):
+        failures = []
+        for label, function in attempts:
+            try:
+                markdown, page_tables = _layout_parse(doc, [number], function, ocr_language)
+            except Exception as error:
+                failures.append(f"{label}: {describe_error(error)}")
+                continue
+            pieces.append(markdown)
+            tables.extend(page_tables)
+            break
+        else:
+            pieces.append(_plain_page(doc, number, failures, lost))
+            continue
+        if failures:
+            lost.append(f"page {number + 1}: {'; '.join(failures)}; parsed without OCR")
+    reindexed = [table.model_copy(update={"index": index}) for index, table in enumerate(tables)]
+    return "".join(pieces), reindexed
+
+
+def _plain_page(
+    doc: pymupdf.Document, number: int, failures: list[str], warnings: list[str], zero_based: bool = False
+) -> str:
+    """PyMuPDF's plain text of one page (no layout, no tables), or nothing with the reason."""
+    separator = f"\n\n--- end of page={number + (0 if zero_based else 1)} ---\n\n"
+    try:
+        text = doc[number].get_text()
+    except Exception as error:
+        warnings.append(f"page {number + 1} could not be read: {describe_error(error)}")
+        return separator
+    warnings.append(f"page {number + 1}: {'; '.join(failures)}; plain text only, no tables")
+    return text + separator
+
+
+def _legacy_parse(doc: pymupdf.Document, lost: list[str]) -> str:
+    from pymupdf4llm.helpers import pymupdf_rag
+
+    try:
+        return pymupdf_rag.to_markdown(doc, show_progress=False, page_separators=True)
+    except Exception as error:
+        failure = [f"legacy engine: {describe_error(error)}"]
+        return "".join(_plain_page(doc, n, failure, lost, zero_based=True) for n in range(doc.page_count))
+
+
 def parse_pdf(
     data: bytes,
     *,
@@ -137,39 +231,18 @@ def parse_pdf(
     misdrawn = mark_misdrawn_glyphs(doc)
     if (doc.permissions & pymupdf.PDF_PERM_COPY) == 0:
         warnings.append("the PDF's permissions do not allow copying text; extracted for review only")
+    ocr_pages: list[int] = []
+    lost: list[str] = []  # what could not be read: pages, OCR
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             if engine == "legacy":
-                from pymupdf4llm.helpers import pymupdf_rag
-
-                markdown = pymupdf_rag.to_markdown(doc, show_progress=False, page_separators=True)
-                tables: list[Table] = []
-                ocr_pages: list[int] = []
+                markdown, tables = _legacy_parse(doc, lost), []
             else:
-                ocr_pages = []
-                engine_ocr = document_layout.select_ocr_function() if ocr else None
-
-                def recording_ocr(page: pymupdf.Page, **kwargs: object) -> None:
-                    if ocr_max_text_chars is not None and len(page.get_text().strip()) > ocr_max_text_chars:
-                        return  # a real text layer: OCR would only add the words inside figures
-                    ocr_pages.append(page.number + 1)
-                    engine_ocr(page, **kwargs)
-
-                parsed = document_layout.parse_document(
-                    doc,
-                    use_ocr=bool(engine_ocr),
-                    ocr_function=recording_ocr if engine_ocr else None,
-                    force_text=True,
-                    ocr_language=ocr_language,
-                    show_progress=False,
-                )
-                markdown = parsed.to_markdown(header=True, footer=True, show_progress=False, page_separators=True)
-                tables = _tables_from_layout(parsed, doc)
-    except (RuntimeError, ValueError, IndexError, KeyError) as error:
-        raise UnreadableDocumentError(f"PDF could not be parsed: {error}") from error
-    finally:
+                ocr_function = _ocr_function(ocr, ocr_max_text_chars, ocr_pages)
+                markdown, tables = _layout_parse_salvaging(doc, ocr_function, ocr_language, warnings, lost)
         page_count = doc.page_count
         title = (doc.metadata or {}).get("title") or ""
+    finally:
         doc.close()
     warnings.extend(_collect_warnings())
     markdown = mark_control_characters(markdown)[0]
@@ -178,6 +251,8 @@ def parse_pdf(
         glyphs = f" ({misdrawn} glyph code(s) drawn as another character)" if misdrawn else ""
         warnings.append(f"{unreadable} character(s) of the PDF's text layer are unreadable and shown as �{glyphs}")
     if not _PAGE_END.sub("", markdown).strip() and not tables:
+        if lost:
+            raise UnreadableDocumentError("no page could be read: " + "; ".join(lost[:3]))
         reason = "no extractable text: the pages have no text layer"
         if not ocr:
             reason += " and OCR is off (ATLAS_OCR=false)"
@@ -186,11 +261,12 @@ def parse_pdf(
         raise UnreadableDocumentError(reason)
     return ParsedDocument(
         media_type="application/pdf",
-        markdown=with_page_markers(markdown),
+        markdown=with_page_markers(markdown, zero_based=engine == "legacy"),
         tables=tables,
         page_count=page_count,
         ocr_pages=ocr_pages,
         engine=f"pymupdf4llm {PYMUPDF4LLM_VERSION} ({engine})",
         warnings=warnings,
+        lost=lost,
         title=title,
     )

@@ -1,0 +1,196 @@
+"""The xlsx a reviewer opens: styled tables, typed cells, rows that need a person coloured, long values cut visibly.
+
+Each sheet is an Excel table (bold header, banded rows, filters, frozen header) whose columns are as wide as their
+content up to a cap, with long text wrapped. Cells keep their type: counts are whole numbers, rates percentages,
+flags TRUE/FALSE, and a field's value is a number when it is one. Rows that need a person are coloured — failed and
+skipped documents, documents still open, fields whose tier or flags need review — and an empty sheet says why.
+Excel holds at most 32,767 characters in a cell: a longer value is cut with a marker saying so, and the full value
+stays in the parquet and jsonl exports (``truncate_for_cells`` does the same for csv).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+
+import polars as pl
+
+CELL_LIMIT = 32_000  # below Excel's 32,767 and far below csv readers' field limits (Python's: 131,072)
+MAX_WIDTH = 60
+WRAP_FROM = 40
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+STATUS_FILLS = {
+    "failed": "#F8CBAD",
+    "skipped": "#D9D9D9",
+    "pending": "#FFF2CC",
+    "extracting": "#FFF2CC",
+    "partial": "#FCE4D6",
+    "incomplete": "#FCE4D6",
+}
+TIER_FILLS = {"unverified": "#F8CBAD", "approximate": "#FFF2CC"}
+FLAG_FILL = "#FCE4D6"
+
+
+def truncate(value: str, full_in: str) -> str:
+    if len(value) <= CELL_LIMIT:
+        return value
+    return (
+        value[:CELL_LIMIT] + f" … [cut at {CELL_LIMIT:,} of {len(value):,} characters; the full value is in {full_in}]"
+    )
+
+
+def truncate_for_cells(frame: pl.DataFrame, full_in: str) -> pl.DataFrame:
+    """String columns cut visibly at ``CELL_LIMIT`` characters (for xlsx and csv; parquet and jsonl keep all)."""
+    columns = [name for name, dtype in frame.schema.items() if dtype == pl.String]
+    if not columns or frame.is_empty():
+        return frame
+    long = frame.select(pl.any_horizontal(pl.col(columns).str.len_chars() > CELL_LIMIT)).to_series()
+    if not long.any():
+        return frame
+    return frame.with_columns(
+        pl.col(name).map_elements(lambda v: truncate(v, full_in), return_dtype=pl.String) for name in columns
+    )
+
+
+def _width(header: str, values: Sequence[object]) -> int:
+    lengths = sorted(len(str(v)) for v in values if v is not None)
+    typical = lengths[int(len(lengths) * 0.9)] if lengths else 0
+    return max(8, min(MAX_WIDTH, max(len(header), typical) + 2))
+
+
+class _Sheets:
+    def __init__(self, workbook) -> None:  # an xlsxwriter.Workbook
+        self.workbook = workbook
+        self.header = workbook.add_format({"bold": True, "text_wrap": True, "valign": "top"})
+        self.wrap = workbook.add_format({"text_wrap": True, "valign": "top"})
+        self.top = workbook.add_format({"valign": "top"})
+        self.integer = workbook.add_format({"num_format": "0", "valign": "top"})
+        self.decimal = workbook.add_format({"num_format": "General", "valign": "top"})
+        self.percent = workbook.add_format({"num_format": "0.0%", "valign": "top"})
+        self.note = workbook.add_format({"italic": True, "font_color": "#595959"})
+        colours = {*STATUS_FILLS.values(), *TIER_FILLS.values(), FLAG_FILL}
+        self.fills = {colour: workbook.add_format({"bg_color": colour}) for colour in colours}
+
+    def table(
+        self,
+        name: str,
+        frame: pl.DataFrame,
+        *,
+        percent: tuple[str, ...] = (),
+        typed_values: tuple[str, ...] = (),
+        row_rules: Sequence[tuple[str, str, str]] = (),
+        empty_note: str = "",
+    ) -> None:
+        """One sheet holding ``frame`` as an Excel table. ``typed_values``: string columns whose numeric-looking
+        values are written as numbers; ``row_rules``: (column, Excel condition on its cell, fill) colouring whole
+        rows, e.g. ``("status", '="failed"', red)``."""
+        sheet = self.workbook.add_worksheet(name)
+        columns = frame.columns
+        rows = frame.rows()
+        for index, column in enumerate(columns):
+            values = frame[column].to_list()
+            width = _width(column, values)
+            long_text = frame.schema[column] == pl.String and width >= WRAP_FROM
+            sheet.set_column(index, index, width, self.wrap if long_text else self.top)
+        for row_number, row in enumerate(rows, 1):
+            for index, (column, value) in enumerate(zip(columns, row, strict=True)):
+                self._cell(sheet, row_number, index, column, value, frame.schema[column], percent, typed_values)
+        sheet.add_table(
+            0,
+            0,
+            max(len(rows), 1),
+            max(len(columns) - 1, 0),
+            {
+                "name": name.replace(" ", "_"),
+                "style": "Table Style Medium 2",
+                "columns": [{"header": column, "header_format": self.header} for column in columns],
+            },
+        )
+        sheet.freeze_panes(1, 1 if name != "fields" else 0)
+        last = _column_letter(len(columns) - 1)
+        for column, condition, colour in row_rules:
+            if column not in columns or not rows:
+                continue
+            letter = _column_letter(columns.index(column))
+            sheet.conditional_format(
+                f"A2:{last}{len(rows) + 1}",
+                {"type": "formula", "criteria": f"=${letter}2{condition}", "format": self.fills[colour]},
+            )
+        if not rows and empty_note:
+            sheet.write(3, 0, empty_note, self.note)
+
+    def _cell(self, sheet, row, col, column, value, dtype, percent, typed_values) -> None:
+        if value is None:
+            sheet.write_blank(row, col, None)
+        elif isinstance(value, bool):
+            sheet.write_boolean(row, col, value)
+        elif column in percent and isinstance(value, int | float):
+            sheet.write_number(row, col, value, self.percent)
+        elif isinstance(value, int):
+            sheet.write_number(row, col, value, self.integer)
+        elif isinstance(value, float):
+            sheet.write_number(row, col, value, self.decimal)
+        elif column in typed_values and _NUMBER.match(str(value)):
+            sheet.write_number(row, col, float(value), self.decimal)
+        elif column in typed_values and str(value) in ("True", "False"):
+            sheet.write_boolean(row, col, str(value) == "True")
+        else:
+            sheet.write_string(row, col, str(value))
+
+
+def _column_letter(index: int) -> str:
+    letters = ""
+    index += 1
+    while index:
+        index, remainder = divmod(index - 1, 26)
+        letters = chr(65 + remainder) + letters
+    return letters
+
+
+def workbook_bytes(
+    documents: pl.DataFrame,
+    extractions: pl.DataFrame,
+    fields: pl.DataFrame,
+    completion: pl.DataFrame,
+    *,
+    skip_mode: bool,
+) -> bytes:
+    """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide), ``fields`` (long, those needing review
+    first) and ``task_completion``."""
+    import xlsxwriter
+
+    full_in = "atlas_fields.parquet / .jsonl"
+    why_empty = (
+        "No values: the documents were processed in skip mode (no LLM endpoint configured), so nothing was "
+        "extracted yet. Set ATLAS_LLM_BASE_URL to extract the template's fields."
+        if skip_mode
+        else "No values extracted yet."
+    )
+    buffer = io.BytesIO()
+    with xlsxwriter.Workbook(buffer, {"in_memory": True, "strings_to_numbers": False}) as workbook:
+        sheets = _Sheets(workbook)
+        sheets.table(
+            "documents",
+            truncate_for_cells(documents, "atlas_documents.parquet / .jsonl"),
+            percent=("completeness",),
+            row_rules=[("status", f'="{status}"', colour) for status, colour in STATUS_FILLS.items()],
+            empty_note="No documents in the knowledge base yet.",
+        )
+        value_columns = tuple(c for c in extractions.columns if not c.endswith("__tier") and c != "document_key")
+        sheets.table(
+            "extractions", truncate_for_cells(extractions, full_in), typed_values=value_columns, empty_note=why_empty
+        )
+        sheets.table(
+            "fields",
+            truncate_for_cells(fields, full_in),
+            typed_values=("value",),
+            percent=("confidence",),
+            row_rules=[
+                ("flags", '<>""', FLAG_FILL),
+                *(("tier", f'="{tier}"', colour) for tier, colour in TIER_FILLS.items()),
+            ],
+            empty_note=why_empty,
+        )
+        sheets.table("task_completion", completion, percent=("rate",))
+    return buffer.getvalue()
