@@ -1,17 +1,18 @@
 # Two entry points that work on a fresh machine: `make run` and `make test`.
-# Each prepares what it needs first: Debian packages (tesseract-ocr for OCR) and a virtual environment.
+# Each prepares what it needs first: Debian packages (tesseract-ocr for OCR; postgresql for the tests) and a virtual
+# environment.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test dev status lint format system-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
+.PHONY: run test dev status lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
 
-test: setup ## Run the whole test suite.
+test: setup test-deps ## Run the whole test suite.
 	$(BIN)/python -m pytest
 
 dev: setup ## Open the Dagster UI (127.0.0.1:3000) with the daemon, sensors live.
@@ -53,10 +54,13 @@ setup: system-deps $(STAMP)
 system-deps:
 	@bash scripts/install_system_deps.sh
 
+test-deps:
+	@bash scripts/install_system_deps.sh --tests
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -e '.[dev]'  # setuptools' notes on editable installs are not for users
 	@touch $(STAMP)
 
 clean:

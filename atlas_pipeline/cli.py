@@ -7,10 +7,11 @@ import os
 import signal
 import sys
 import time
+import warnings
 
 from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.redaction import install_log_redaction, redact
-from atlas_pipeline.settings import SettingsError, describe_settings, load_settings
+from atlas_pipeline.settings import SettingsError, SettingsWarning, describe_settings, load_settings
 
 
 def _states(instance, atlas):
@@ -183,7 +184,9 @@ def command_migrate(args: argparse.Namespace) -> int:
         changed_documents,
         copy_instance,
         copy_store,
+        is_derived_artifact,
         verify_instance,
+        verify_runs,
     )
     from atlas_pipeline.settings import resolve_location
     from atlas_pipeline.storage import Store
@@ -215,19 +218,23 @@ def command_migrate(args: argparse.Namespace) -> int:
             dg.DagsterInstance.from_config(str(source_home)) as source,
             dg.DagsterInstance.get() as target,
         ):
-            for old, new in pairs:
-                copied = copy_store(Store(old), Store(new), progress)
+            for (old, new), derived in zip(pairs, (is_derived_artifact, lambda relative: True), strict=True):
+                copied = copy_store(Store(old), Store(new), progress, derived)
+                kept = f"; {copied.kept_derived} recomputed there kept" if copied.kept_derived else ""
                 print(
                     f"store {new}: {copied.objects} objects verified by sha256 "
-                    f"({copied.copied} copied, {copied.bytes_copied:,} bytes; {copied.already_present} already there)"
+                    f"({copied.copied} copied, {copied.bytes_copied:,} bytes; {copied.already_present} already there"
+                    f"{kept})"
                 )
             history = copy_instance(source, target, [documents_partitions.name], progress)
+            repaired = f" ({history.runs_repaired} half-copied run(s) copied again)" if history.runs_repaired else ""
             print(
-                f"instance: {history.runs_copied} of {history.runs} runs copied with {history.events_copied} events, "
-                f"{sum(history.partitions_added.values())} partitions registered, "
+                f"instance: {history.runs_copied} of {history.runs} runs copied with {history.events_copied} events"
+                f"{repaired}, {sum(history.partitions_added.values())} partitions registered, "
                 f"{history.instigator_states} sensor/schedule states, {history.backfills} backfills"
             )
             comparisons = verify_instance(source, target)
+            run_differences = verify_runs(source, target)
             before = _states(source, AtlasResource.from_settings(source_settings))
             after = _states(target, AtlasResource.from_settings(target_settings))
     except MigrationError as error:
@@ -239,11 +246,17 @@ def command_migrate(args: argparse.Namespace) -> int:
             f"  {item.asset_key:<24} {item.source_materialized:>6} → {item.target_materialized:<6} "
             f"{'same' if item.same else 'DIFFERENT'}"
         )
+    print(f"runs: {len(run_differences)} differ in status or events (source → target)")
+    for item in run_differences[:20]:
+        print(
+            f"  - {item.run_id[:8]}: {item.source_status} with {item.source_events} events → "
+            f"{item.target_status} with {item.target_events}"
+        )
     changed = changed_documents(before, after)
     print(f"documents: {len(before)} before, {len(after)} after, {len(changed)} with another status/reason")
     for key, old, new in changed[:20]:
         print(f"  - {key}: {old} → {new}")
-    if changed or not all(item.same for item in comparisons):
+    if changed or run_differences or not all(item.same for item in comparisons):
         print("atlas migrate: the new deployment differs from the old one (see above)", file=sys.stderr)
         return 1
     print("migrated without loss; start the new deployment (atlas dev / atlas run) with these settings")
@@ -321,6 +334,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     install_log_redaction()
+    show = warnings.showwarning
+
+    def show_settings_warnings(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SettingsWarning):
+            print(f"atlas: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show_settings_warnings
     try:
         return args.handler(args)
     except (SettingsError, TemplateError, FileNotFoundError) as error:

@@ -6,10 +6,12 @@ Relative local paths are resolved against the working directory, so ``atlas run`
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -166,9 +168,31 @@ class AtlasSettings(BaseSettings):
         return Path(self.seeds_dir) / "rules"
 
 
+# ATLAS_* variables that are not settings of this model but are read elsewhere
+OTHER_VARIABLES = {"ATLAS_S3_ENDPOINT_URL", "ATLAS_TEST_CORPUS"}
+
+
+class SettingsWarning(UserWarning):
+    """An ``ATLAS_*`` variable that no setting reads (a misspelling, most likely)."""
+
+
+def unknown_variables(env: dict[str, str]) -> list[str]:
+    """A message per ``ATLAS_*`` variable no setting reads, naming the closest one."""
+    known = {ENV_PREFIX + name.upper() for name in AtlasSettings.model_fields} | OTHER_VARIABLES
+    messages = []
+    for name in sorted(variable for variable in env if variable.startswith(ENV_PREFIX) and variable not in known):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        messages.append(f"{name} is not an Atlas setting and is ignored{hint}; `atlas settings` lists them all")
+    return messages
+
+
 def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
-    """Read and validate the settings; raise ``SettingsError`` naming the offending ``ATLAS_*`` variable."""
+    """Read and validate the settings; raise ``SettingsError`` naming the offending ``ATLAS_*`` variable, and warn
+    (``SettingsWarning``) about ``ATLAS_*`` variables that no setting reads."""
     env = dict(os.environ if environ is None else environ)
+    for message in unknown_variables(env):
+        warnings.warn(message, SettingsWarning, stacklevel=2)
     values = {
         name: env[ENV_PREFIX + name.upper()] for name in AtlasSettings.model_fields if ENV_PREFIX + name.upper() in env
     }

@@ -19,6 +19,15 @@ from fsspec.implementations.local import LocalFileSystem
 from atlas_pipeline.settings import is_url
 
 
+def _file_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
 class StoreError(OSError):
     """Reading or writing the store failed; the message names the location, never credentials."""
 
@@ -81,6 +90,7 @@ class Store:
                 try:
                     with os.fdopen(handle, "wb") as out:
                         out.write(data)
+                    os.chmod(temporary, FILE_MODE)  # mkstemp makes 0600: files as any other the user writes
                     os.replace(temporary, target)
                 except BaseException:
                     if os.path.exists(temporary):

@@ -1,4 +1,5 @@
-"""End to end with the real dagster-daemon: drop a PDF into the knowledge base and see it processed and counted."""
+"""End to end with the real dagster-daemon: drop a PDF into the knowledge base — next to hostile links — and see it
+processed and counted."""
 
 import os
 import shutil
@@ -29,6 +30,10 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
     kb = tmp_path / "kb"
     kb.mkdir()
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$hashedpasswordvalue:19000::::::\n")
+    (kb / "loop").symlink_to(kb / "loop")  # a link loop and a link out of the knowledge base: the sensor goes on
+    (kb / "escape.txt").symlink_to(secret)
     env = {**os.environ, "DAGSTER_HOME": str(home), **watched_folder_env(tmp_path, kb)}
     log_path = tmp_path / "daemon.log"
     with dagster_daemon(env, tmp_path) as daemon:
@@ -42,7 +47,8 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
             extraction = latest_metadata(instance, "document_extraction", "lidocaine-trial.pdf")
             completion = latest_metadata(instance, "task_completion")
             exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()
-            if extraction and completion and completion["count_done"].value == 1 and exported:
+            counted = completion and completion["count_done"].value == 1 and completion["count_skipped"].value == 2
+            if extraction and counted and exported:
                 break
             time.sleep(2)
         else:
@@ -51,9 +57,13 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
                 f"not processed within {DEADLINE_SECONDS}s: extraction={extraction} completion={completion} "
                 f"runs={runs}\n--- daemon log ---\n{log_path.read_text()[-4000:]}"
             )
-        assert instance.get_dynamic_partitions("documents") == ["lidocaine-trial.pdf"]
+        assert sorted(instance.get_dynamic_partitions("documents")) == ["escape.txt", "lidocaine-trial.pdf", "loop"]
         assert extraction["status"].value == "done"
-        assert completion["total"].value == 1 and completion["count_failed"].value == 0
+        assert completion["total"].value == 3 and completion["count_failed"].value == 0
+        assert completion["count_skipped"].value == 2
+        for path in tmp_path.rglob("*"):
+            if path.is_file() and path != secret and "dagster_home" not in path.parts:
+                assert b"hashedpasswordvalue" not in path.read_bytes(), path
         sensor_runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "lidocaine-trial.pdf"}))
         assert len(sensor_runs) == 1 and sensor_runs[0].tags.get("dagster/sensor_name") == "knowledge_base_sensor"
-        assert latest_metadata(instance, "extraction_exports")["documents"].value == 1
+        assert latest_metadata(instance, "extraction_exports")["documents"].value == 3

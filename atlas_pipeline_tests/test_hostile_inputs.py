@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -256,3 +259,59 @@ def test_a_knowledge_base_that_is_a_file_or_an_unwritable_home_is_a_clear_error(
     result = run_atlas("run", env=env, cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"DAGSTER_HOME={a_file / 'home'} cannot be used: Not a directory" in result.stderr
+
+
+# -- stopping: a signal or a killed process never leaves a document extracting ------------------------------------
+
+
+def _start_run(tmp_path: Path, knowledge_base: Path) -> tuple[subprocess.Popen, dict[str, str]]:
+    copy_into(knowledge_base, "rct/PMC1216327.pdf", "rct/PMC3508963.pdf", "rct/PMC1574360.pdf", "rct/PMC3510731.pdf")
+    env = {"DAGSTER_HOME": str(tmp_path / "home"), **local_env(tmp_path, knowledge_base)}
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "atlas"), "run"],
+        env={**os.environ, **env},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return process, env
+
+
+def _wait_for_line(process: subprocess.Popen, prefix: str, seen: list[str]) -> None:
+    for line in process.stdout:  # type: ignore[union-attr]
+        seen.append(line)
+        if line.startswith(prefix):
+            return
+    raise AssertionError("".join(seen))
+
+
+def test_sigterm_stops_atlas_run_cleanly(tmp_path, knowledge_base):
+    process, env = _start_run(tmp_path, knowledge_base)
+    seen: list[str] = []
+    _wait_for_line(process, "[1/4]", seen)
+    time.sleep(1.5)  # the second document is being parsed
+    process.send_signal(signal.SIGTERM)
+    rest, _ = process.communicate(timeout=120)
+    output = "".join(seen) + rest
+    assert process.returncode in (130, 143), output
+    assert "stopped:" in output and "none is left extracting" in output
+    status = run_atlas("status", "--documents", env=env, cwd=tmp_path).stdout
+    assert "extracting" not in status.split("documents:", 1)[1], status
+    assert "interrupted: its run was stopped" in status
+    again = run_atlas("run", env=env, cwd=tmp_path)
+    assert "unchanged document(s) already extracted with this version" in again.stdout
+    assert "4 documents: 4 finished, 0 open" in again.stdout, again.stdout
+
+
+def test_a_killed_atlas_run_leaves_no_document_extracting(tmp_path, knowledge_base):
+    process, env = _start_run(tmp_path, knowledge_base)
+    seen: list[str] = []
+    _wait_for_line(process, "[1/4]", seen)
+    time.sleep(1.5)
+    process.kill()
+    process.wait(timeout=60)
+    status = run_atlas("status", "--documents", env=env, cwd=tmp_path).stdout
+    rows = [line for line in status.splitlines() if line.startswith("PMC")]
+    assert len(rows) == 4 and not any(" extracting " in row for row in rows), status
+    assert any("pending     interrupted: its run was stopped" in row for row in rows), status

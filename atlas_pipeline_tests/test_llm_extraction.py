@@ -430,6 +430,9 @@ def test_second_materialisation_makes_zero_calls(llm_server, run):
     _, first = run()
     _, second = run()
     assert first.llm_calls == 1 and second.llm_calls == 0 and second.llm_cache_hits == 1
+    # a cache hit makes no request but keeps what the extraction cost
+    assert second.prompt_tokens == first.prompt_tokens > 1000
+    assert second.completion_tokens == first.completion_tokens
     assert len(llm_server.requests()) == 1
     assert second.fields == first.fields
 

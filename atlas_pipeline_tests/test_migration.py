@@ -176,3 +176,85 @@ def test_copy_is_verified_and_resumable(tmp_path):
     with pytest.raises(MigrationError, match="already exists with other bytes"):
         copy_store(source, target)
     assert target.read_bytes("two.bin") == b"newer"
+
+
+def _event_count(database: dict[str, str]) -> int:
+    import psycopg2
+
+    with (
+        psycopg2.connect(
+            host=database["DAGSTER_PG_HOST"],
+            port=database["DAGSTER_PG_PORT"],
+            dbname=database["DAGSTER_PG_DB"],
+            user=database["DAGSTER_PG_USERNAME"],
+            password=database["DAGSTER_PG_PASSWORD"],
+        ) as connection,
+        connection.cursor() as cursor,
+    ):
+        try:
+            cursor.execute("select count(*) from event_logs")
+        except psycopg2.Error:
+            return 0
+        return cursor.fetchone()[0]
+
+
+def test_a_migration_killed_during_the_history_copy_resumes_event_for_event(tmp_path, knowledge_base, monkeypatch):
+    """SIGKILL `atlas migrate` once a share of the events is in the new database (early, midway, late — each on a
+    fresh PostgreSQL database and bucket prefix), run it again: the new side equals the old, run for run, event for
+    event, with the runs' creation times."""
+    import subprocess
+    import sys
+    import time
+
+    copy_into(
+        knowledge_base, "html/plos_one_article.html", "rct_jats/PMC1216327.nxml", "awkward/malformed/qpdf_bad1.pdf"
+    )
+    old = {"DAGSTER_HOME": str(tmp_path / "old_home"), **local_env(tmp_path, knowledge_base)}
+    assert run_atlas("run", env=old, cwd=tmp_path).returncode == 0
+    with dg.DagsterInstance.from_config(old["DAGSTER_HOME"]) as source:
+        expected = {r.run_id: (r.status, len(source.all_logs(r.run_id))) for r in source.get_runs()}
+        created = {r.dagster_run.run_id: r.create_timestamp for r in source.get_run_records()}
+    total = sum(events for _, events in expected.values())
+    credentials = {"AWS_ACCESS_KEY_ID": "atlas-test-key", "AWS_SECRET_ACCESS_KEY": "atlas-test-secret"}
+    source_args = ["--from-home", old["DAGSTER_HOME"], "--from-artifacts", old["ATLAS_ARTIFACTS"]]
+    source_args += ["--from-exports", old["ATLAS_EXPORTS"]]
+    with postgres_server() as server, moto_s3_server(tmp_path) as endpoint:
+        monkeypatch.setenv("ATLAS_S3_ENDPOINT_URL", endpoint)
+        for name, value in credentials.items():
+            monkeypatch.setenv(name, value)
+        filesystem_for("s3://atlas-kill")[0].mkdir("atlas-kill")
+        for attempt, share in enumerate((0.05, 0.5, 0.9)):
+            database = create_database(server.env, f"atlas_killed_{attempt}")
+            env = {
+                **credentials,
+                **database,
+                **old_kb(old),
+                "ATLAS_S3_ENDPOINT_URL": endpoint,
+                "DAGSTER_HOME": str(tmp_path / f"home_{attempt}"),
+                "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
+                "ATLAS_ARTIFACTS": f"s3://atlas-kill/{attempt}/artifacts",
+                "ATLAS_EXPORTS": f"s3://atlas-kill/{attempt}/exports",
+            }
+            process = subprocess.Popen(
+                [str(Path(sys.executable).parent / "atlas"), "migrate", *source_args],
+                env={**__import__("os").environ, **env},
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            threshold = max(1, int(share * total))
+            while process.poll() is None and _event_count(database) < threshold:
+                time.sleep(0.01)
+            process.kill()
+            process.wait(timeout=60)
+            copied = _event_count(database)
+            assert process.returncode == -9 and 0 < copied < total, (share, copied, total)
+            resumed = run_atlas("migrate", *source_args, env=env, cwd=tmp_path)
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            assert "runs: 0 differ in status or events" in resumed.stdout and "migrated without loss" in resumed.stdout
+            for name, value in database.items():
+                monkeypatch.setenv(name, value)
+            with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as target:
+                got = {r.run_id: (r.status, len(target.all_logs(r.run_id))) for r in target.get_runs()}
+                assert got == expected
+                assert {r.dagster_run.run_id: r.create_timestamp for r in target.get_run_records()} == created

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the pipeline uses: tesseract-ocr (OCR of image-only PDF pages) and postgresql
-# (the tests start a throw-away server for the PostgreSQL instance storage).
-# Idempotent: does nothing when they are already present.
+# Installs the Debian packages Atlas uses: tesseract-ocr (OCR of scanned pages and images) for running it, and with
+# --tests also postgresql (the test suite starts its own throw-away server for the PostgreSQL instance storage).
+# Idempotent: does nothing when they are already present. Waits for another apt/dpkg run to finish instead of failing.
 set -euo pipefail
 missing=()
 command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-eng)
-# PostgreSQL server binaries: the test suite starts its own server (instance storage on PostgreSQL)
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+if [ "${1:-}" = "--tests" ]; then
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "atlas: please install ${missing[*]} with your package manager (apt-get not found)" >&2
@@ -14,6 +15,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+LOCK=(-o DPkg::Lock::Timeout=600)  # another apt run holds the lock: wait for it (up to 10 minutes)
 echo "atlas: installing Debian packages: ${missing[*]}"
-$SUDO apt-get update -q >/dev/null
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+$SUDO apt-get "${LOCK[@]}" update -q >/dev/null
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${LOCK[@]}" install -y -q --no-install-recommends "${missing[@]}" >/dev/null

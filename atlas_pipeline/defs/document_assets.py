@@ -23,7 +23,7 @@ from atlas_pipeline.grading.checks import (
     fields_needing_review,
 )
 from atlas_pipeline.parsing import ParsedDocument
-from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
+from atlas_pipeline.processing import extract_document, load_markdown, parse_snapshot, take_snapshot
 from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
 from atlas_pipeline.redaction import redact, secrets_masked_in_errors
 from atlas_pipeline.storage import Store
@@ -155,7 +155,7 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
             "ocr_pages": str(record.ocr_pages),
             "warnings": len(record.warnings),
             "text": _artifact(store, record.text_path),
-            "preview": dg.MetadataValue.md(_preview_text(parsed, record)),
+            "preview": dg.MetadataValue.md(_preview_text(parsed, record, store)),
         }
         tables = {
             **common,
@@ -174,11 +174,13 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
     yield dg.MaterializeResult(asset_key="document_tables", data_version=version)
 
 
-def _preview_text(parsed: ParsedDocument | None, record: ParseRecord) -> str:
-    if parsed is None:
-        return f"*(cached parse: {record.characters} characters; see the text file)*" if not record.problem else "—"
-    text = parsed.markdown[:PREVIEW_CHARS]
-    return text + ("\n\n*…truncated*" if len(parsed.markdown) > PREVIEW_CHARS else "")
+def _preview_text(parsed: ParsedDocument | None, record: ParseRecord, store: Store) -> str:
+    """The start of the markdown — from the parse, or from the cached text file when the parse was a cache hit."""
+    if record.problem:
+        return "—"
+    markdown = parsed.markdown if parsed is not None else load_markdown(store, record)
+    text = markdown[:PREVIEW_CHARS]
+    return text + ("\n\n*…truncated*" if len(markdown) > PREVIEW_CHARS else "")
 
 
 def _captions(parsed: ParsedDocument | None) -> str:

@@ -4,7 +4,8 @@
 - Permanent errors (401, 403, 404, other 4xx) fail at once with a clear message — no retry.
 - ``json_schema`` structured output falls back to ``json_object`` when the server rejects it.
 - A reply that is not valid JSON (or does not fit the schema) gets exactly one repair request.
-- Replies are cached by hash of (model, messages, schema): asking the same again costs no call.
+- Replies are cached by hash of (model, messages, schema): asking the same again costs no call (the entry keeps the
+  tokens the answer cost, so a record made from the cache still says what its extraction cost).
 The API key is only handed to the ``openai`` client; it is never logged, cached or put in an error message.
 """
 
@@ -223,8 +224,14 @@ class LLMClient:
         key = cache_key(self.config.model, messages, schema)
         if self.cache is not None:
             cached = self.cache.read_json_or(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", None)
-            if cached is not None:
-                return LLMAnswer(data=cached["data"], usage=Usage(cache_hits=1), cached=True)
+            if cached is not None:  # no request now; the tokens are what the answer cost when it was made
+                spent = cached.get("usage") or {}
+                usage = Usage(
+                    cache_hits=1,
+                    prompt_tokens=int(spent.get("prompt_tokens", 0)),
+                    completion_tokens=int(spent.get("completion_tokens", 0)),
+                )
+                return LLMAnswer(data=cached["data"], usage=usage, cached=True)
         usage = Usage()
         try:
             return self._complete(messages, schema, model, key, usage)
@@ -253,7 +260,9 @@ class LLMClient:
             if problem is not None:
                 raise LLMResponseError(f"LLM reply was not valid JSON for the schema after one repair: {problem}")
         if self.cache is not None:
-            self.cache.write_json(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", {"model": self.config.model, "data": data})
+            spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+            entry = {"model": self.config.model, "data": data, "usage": spent}
+            self.cache.write_json(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", entry)
         return LLMAnswer(data=data, usage=usage, cached=False)
 
     @staticmethod
