@@ -89,6 +89,7 @@ class ScanResult:
     vanished: list[str] = field(default_factory=list)
     deferred: int = 0
     last_key: str = ""  # the entry the last source went to (bookkeeping inside ``scan``)
+    stamp: str = ""  # when the scan ran
 
     @property
     def changed(self) -> bool:
@@ -135,13 +136,13 @@ def scan(
     extension fits the bytes names the source (``head(path)`` gives the first bytes to tell).
     """
     updated = catalog.model_copy(deep=True)
-    result = ScanResult(catalog=updated)
+    stamp = now_iso()
+    result = ScanResult(catalog=updated, stamp=stamp)
     entries = updated.entries
     path_index = updated.by_path()
     sha_index = updated.by_sha()
     seen: set[str] = set()
     deadline = time.monotonic() + budget_seconds
-    stamp = now_iso()
 
     for source in listing:
         seen.add(source.path)

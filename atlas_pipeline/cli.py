@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import time
 import warnings
+from pathlib import Path
 
 from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.redaction import install_log_redaction, redact
@@ -26,6 +28,8 @@ def _print_summary(states) -> None:
     problems = [s for s in states if s.status.value in ("failed", "skipped", "pending", "extracting")]
     for state in problems:
         print(f"  - {state.key}: {state.status.value}: {state.reason}")
+    for state in (s for s in states if s.source_removed):
+        print(f"  - {state.key}: source removed from the knowledge base ({state.source_path}); its results are kept")
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -134,8 +138,23 @@ def command_status(args: argparse.Namespace) -> int:
     _print_summary(states)
     if args.documents:
         for state in states:
-            print(f"{state.key:<50} {state.status.value:<11} {state.reason}")
+            removed = " [source removed]" if state.source_removed else ""
+            print(f"{state.key:<50} {state.status.value:<11} {state.reason}{removed}")
     return 0
+
+
+def dagster_program(name: str = "dagster") -> str:
+    """The ``dagster`` command of the environment ``atlas`` runs in (a virtual environment need not be on PATH)."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(
+            f"atlas dev needs the `{name}` command of the dagster package: not found next to {sys.executable} nor "
+            "on PATH (run `make setup`, or install the project into this environment)"
+        )
+    return found
 
 
 def command_dev(args: argparse.Namespace) -> int:
@@ -143,19 +162,13 @@ def command_dev(args: argparse.Namespace) -> int:
     from atlas_pipeline.instance import prepare_dagster_home, project_file
 
     settings = load_settings()  # fail early with a clear message
-    prepare_dagster_home(settings.instance_config)
-    command = [
-        "dagster",
-        "dev",
-        "-w",
-        str(project_file("workspace.yaml")),
-        "-h",
-        args.host,
-        "-p",
-        str(args.port),
-    ]
-    print("starting:", " ".join(command), flush=True)
-    os.execvp(command[0], command)
+    home = prepare_dagster_home(settings.instance_config)
+    program = dagster_program()
+    command = [program, "dev", "-w", str(project_file("workspace.yaml")), "-h", args.host, "-p", str(args.port)]
+    print(
+        f"Dagster UI on http://{args.host}:{args.port} with the daemon (instance {home}); Ctrl-C stops both", flush=True
+    )
+    os.execv(program, command)
     return 0  # not reached
 
 

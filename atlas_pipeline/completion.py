@@ -54,7 +54,10 @@ class TaskCompletion(BaseModel):
             if count:
                 out.append(f"  {status.value:<11} {count}")
         if self.average_processing_seconds is not None:
-            out.append(f"average processing time {self.average_processing_seconds:.1f} s per document")
+            out.append(
+                f"average processing time {self.average_processing_seconds:.1f} s per document "
+                "(snapshot + parse + extraction, as first made)"
+            )
         if self.llm_calls or self.llm_cache_hits:
             out.append(
                 f"LLM: {self.llm_calls} call(s), {self.llm_cache_hits} cache hit(s), "

@@ -4,8 +4,10 @@ processed and counted."""
 import os
 import shutil
 import time
+from pathlib import Path
 
 import dagster as dg
+import polars as pl
 import pytest
 
 from atlas_pipeline.instance import project_file
@@ -62,8 +64,81 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
         assert completion["total"].value == 3 and completion["count_failed"].value == 0
         assert completion["count_skipped"].value == 2
         for path in tmp_path.rglob("*"):
-            if path.is_file() and path != secret and "dagster_home" not in path.parts:
+            if path.is_file() and not path.is_symlink() and path != secret and "dagster_home" not in path.parts:
                 assert b"hashedpasswordvalue" not in path.read_bytes(), path
         sensor_runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "lidocaine-trial.pdf"}))
         assert len(sensor_runs) == 1 and sensor_runs[0].tags.get("dagster/sensor_name") == "knowledge_base_sensor"
         assert latest_metadata(instance, "extraction_exports")["documents"].value == 3
+
+        # a deleted source reaches the aggregates and the exports with no manual step
+        (kb / "lidocaine trial.pdf").unlink()
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            assert daemon.poll() is None, "dagster-daemon exited:\n" + log_path.read_text()[-3000:]
+            completion = latest_metadata(instance, "task_completion")
+            if completion and completion["removed_sources"].value == 1:
+                exported = pl.read_parquet(tmp_path / "exports" / "atlas_documents.parquet")
+                row = exported.filter(pl.col("document_key") == "lidocaine-trial.pdf").row(0, named=True)
+                if row["source_removed"]:
+                    break
+            time.sleep(2)
+        else:
+            pytest.fail("the removal did not reach the exports:\n" + log_path.read_text()[-4000:])
+        assert row["status"] == "done"  # the results are kept
+        observation = instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_snapshot"), asset_partitions=["lidocaine-trial.pdf"]),
+            limit=1,
+        ).records[0]
+        assert observation.asset_observation.metadata["source_removed"].value is True
+
+
+def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
+    """`atlas dev` from a shell whose PATH does not hold the virtual environment (a fresh clone's `make dev`)."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from atlas_pipeline_tests.servers import free_port
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    shutil.copyfile(corpus_file("html/plos_one_article.html"), kb / "plos_one_article.html")
+    port = free_port()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        **watched_folder_env(tmp_path, kb),
+    }
+    atlas = str(Path(sys.executable).parent / "atlas")
+    log = (tmp_path / "dev.log").open("wb")
+    process = subprocess.Popen(
+        [atlas, "dev", "--port", str(port)], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        answered = exported = False
+        while time.monotonic() < deadline and not (answered and exported):
+            assert process.poll() is None, (tmp_path / "dev.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as response:
+                    answered = response.status == 200 and b"dagster_webserver_version" in response.read()
+            except OSError:
+                pass
+            exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()  # the daemon's sensor ran it
+            time.sleep(2)
+        assert answered and exported, (tmp_path / "dev.log").read_text()[-3000:]
+    finally:
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
+        log.close()
+    assert process.returncode is not None
+    time.sleep(2)
+    leftovers = subprocess.run(["pgrep", "-s", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert leftovers == [], f"processes left behind: {leftovers}"

@@ -39,6 +39,10 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
             "completion_rate": completion.completion_rate,
             "failure_rate": completion.failure_rate,
             "average_processing_seconds": completion.average_processing_seconds or 0.0,
+            "removed_sources": completion.removed_sources,
+            "llm_calls": completion.llm_calls,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
             "summary": dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in completion.lines())),
         }
     )

@@ -8,7 +8,7 @@ import dagster as dg
 from atlas_pipeline.catalog import refresh_catalog
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
 from atlas_pipeline.defs.document_states import already_extracted
-from atlas_pipeline.defs.jobs import document_job
+from atlas_pipeline.defs.jobs import aggregates_job, document_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.settings import AtlasSettings
@@ -32,11 +32,12 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
 
     @dg.sensor(
         name="knowledge_base_sensor",
-        job=document_job,
+        jobs=[document_job, aggregates_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=settings.sensor_interval_seconds,
         description="Scans the knowledge base: adds a partition per new document and requests a run per new or "
-        "edited version (run_key = key:fingerprint:extraction version). Removed sources are flagged, never deleted.",
+        "edited version (run_key = key:fingerprint:extraction version). Removed sources are flagged, never deleted; "
+        "a removal, restoration or duplicate refreshes the aggregates and is recorded on the document's snapshot.",
     )
     def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         store = atlas.store()
@@ -55,10 +56,32 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
                 continue
             run_requests.append(
                 dg.RunRequest(
-                    run_key=f"{entry.run_key}:{tag}", partition_key=entry.key, tags={"atlas/sha256": entry.sha256}
+                    run_key=f"{entry.run_key}:{tag}",
+                    partition_key=entry.key,
+                    job_name=document_job.name,
+                    tags={"atlas/sha256": entry.sha256},
                 )
             )
             requested[entry.key] = f"{entry.fingerprint}:{tag}"
+        # a source removed, restored or duplicated changes no document's run, but it changes what the aggregates
+        # and the exports say: they are refreshed now, and the document's own history says it
+        catalog_changes = [*scan.removed, *scan.restored, *(key for _, key in scan.duplicates)]
+        observations = [
+            dg.AssetObservation(
+                asset_key="document_snapshot",
+                partition=key,
+                metadata={
+                    "source_removed": scan.catalog.entries[key].removed,
+                    "source_path": scan.catalog.entries[key].source_path,
+                    "aliases": ", ".join(scan.catalog.entries[key].aliases) or "none",
+                },
+            )
+            for key in dict.fromkeys(catalog_changes)
+            if key in scan.catalog.entries and key in existing
+        ]
+        if catalog_changes and not run_requests:
+            state = hashlib.sha256(json.dumps(sorted(catalog_changes)).encode() + scan.stamp.encode()).hexdigest()
+            run_requests.append(dg.RunRequest(run_key=f"catalog:{state[:16]}", job_name=aggregates_job.name))
         summary = f"scan: {scan.summary()}; {len(run_requests)} run(s) requested"
         if done:
             summary += f", {len(done)} already extracted (e.g. by `atlas run`)"
@@ -67,6 +90,7 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
         context.log.info(summary)
         return dg.SensorResult(
             run_requests=run_requests,
+            asset_events=observations,
             dynamic_partitions_requests=[documents_partitions.build_add_request(to_add)] if to_add else [],
             cursor=json.dumps(requested, separators=(",", ":"), sort_keys=True),
             skip_reason=None if run_requests or to_add else summary,
