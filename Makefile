@@ -7,13 +7,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test dev status lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
+.PHONY: run test test-fast dev status lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
 
 test: setup test-deps ## Run the whole test suite.
 	$(BIN)/python -m pytest
+
+test-fast: setup ## The fast tier: no corpus, no PostgreSQL, no S3 server, no daemon (about a minute).
+	$(BIN)/python -m pytest -m "not corpus and not postgres and not s3 and not daemon"
 
 dev: setup ## Open the Dagster UI (127.0.0.1:3000) with the daemon, sensors live.
 	$(BIN)/atlas dev

@@ -22,6 +22,7 @@ from atlas_pipeline.partition_keys import make_key
 from atlas_pipeline.storage import Store
 
 CATALOG_PATH = "catalog/documents.json"
+ENTRIES_DIR = "catalog/entries"  # one file per document, for runs that need one entry
 
 
 def now_iso() -> str:
@@ -279,12 +280,39 @@ def _rename(catalog: Catalog, result: ScanResult, twin: CatalogEntry, path: str,
     return twin
 
 
+def entry_path(key: str) -> str:
+    return f"{ENTRIES_DIR}/{key}.json"
+
+
 def load_catalog(store: Store) -> Catalog:
     return Catalog.model_validate(store.read_json_or(CATALOG_PATH, {"entries": {}}))
 
 
-def save_catalog(store: Store, catalog: Catalog) -> None:
-    store.write_json(CATALOG_PATH, catalog.model_dump(mode="json"))
+def load_entry(store: Store, key: str) -> CatalogEntry | None:
+    """One document's entry — its own small file when it has one (a run reads one entry, not the whole catalog of a
+    large knowledge base), else from the catalog."""
+    data = store.read_json_or(entry_path(key), None)
+    if data is not None:
+        return CatalogEntry.model_validate(data)
+    return load_catalog(store).entries.get(key)
+
+
+def save_catalog(store: Store, catalog: Catalog, changed: Iterable[str] = ()) -> Catalog:
+    """Write the catalog, merged with what another scanner (the sensor, another `atlas run`) may have written since
+    it was read: per document, the entry changed last wins, and documents only the other one knows are kept. The
+    ``changed`` entries also get their own file. Returns what was written."""
+    stored = load_catalog(store)
+    merged = dict(stored.entries)
+    for key, entry in catalog.entries.items():
+        theirs = merged.get(key)
+        if theirs is None or entry.updated >= theirs.updated:
+            merged[key] = entry
+    result = Catalog(entries=dict(sorted(merged.items())))
+    store.write_json(CATALOG_PATH, result.model_dump(mode="json"))
+    for key in dict.fromkeys(changed):
+        if key in result.entries:
+            store.write_json(entry_path(key), result.entries[key].model_dump(mode="json"))
+    return result
 
 
 def refresh_catalog(knowledge_base: KnowledgeBase, store: Store, budget_seconds: float = float("inf")) -> ScanResult:
@@ -292,5 +320,7 @@ def refresh_catalog(knowledge_base: KnowledgeBase, store: Store, budget_seconds:
     catalog = load_catalog(store)
     result = scan(catalog, knowledge_base.list(), knowledge_base.sha256, budget_seconds, knowledge_base.head)
     if result.changed or result.catalog != catalog:
-        save_catalog(store, result.catalog)
+        changed = [*result.new, *result.edited, *result.removed, *result.restored, *(k for _, k in result.duplicates)]
+        changed += [key for key, entry in result.catalog.entries.items() if catalog.entries.get(key) != entry]
+        result.catalog = save_catalog(store, result.catalog, changed)
     return result

@@ -1,56 +1,81 @@
-"""Shared fixtures: the real test corpus, temporary knowledge bases, settings and Dagster instances."""
+"""Shared fixtures — temporary knowledge bases, settings, Dagster instances, one PostgreSQL server and one S3 server
+for the whole session — and the markers that make a fast tier possible.
+
+Markers follow from what a test needs, so nobody has to remember them: ``corpus`` (the test, a fixture or a helper
+it uses names a ``corpus`` helper), ``postgres`` and ``s3`` (it uses those servers' fixtures), ``daemon`` (set by the
+module: the real dagster-daemon). ``make test-fast`` runs the rest: no corpus, no servers, no daemon.
+"""
 
 from __future__ import annotations
 
-import functools
-import os
-import shutil
+import inspect
+import itertools
+import types
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.parsing import ParsedDocument, parse_document
-from atlas_pipeline.settings import PROJECT_ROOT, AtlasSettings, load_settings
+from atlas_pipeline.settings import AtlasSettings, load_settings
+from atlas_pipeline_tests import corpus
+from atlas_pipeline_tests.servers import S3_CREDENTIALS, create_database, moto_s3_server, postgres_server
 
-CORPUS = Path(os.environ.get("ATLAS_TEST_CORPUS", PROJECT_ROOT.parent / "shared" / "corpus"))
-SEED_KB = PROJECT_ROOT / "seeds" / "knowledge_base"
-
-
-def corpus_file(relative: str) -> Path:
-    path = CORPUS / relative
-    if not path.exists():
-        pytest.fail(f"test corpus file missing: {path} (set ATLAS_TEST_CORPUS to the shared corpus folder)")
-    return path
-
-
-@functools.cache
-def parsed_corpus(relative: str) -> ParsedDocument:
-    """``parse_document`` of a corpus file with default options, parsed once per test session."""
-    path = corpus_file(relative)
-    return parse_document(path.read_bytes(), path.name)
+_CORPUS_HELPERS = (
+    corpus.CORPUS,
+    corpus.SEED_KB,
+    corpus.corpus_file,
+    corpus.parsed_corpus,
+    corpus.corpus_scope,
+    corpus.copy_into,
+)
+_DATABASE_NUMBERS = itertools.count(1)
+_SERVER_FIXTURES = {"postgres": "postgres", "postgres_cluster": "postgres", "s3_endpoint": "s3"}
 
 
-@functools.cache
-def corpus_scope(pmcid: str) -> str:
-    """What quotes are graded against for a corpus RCT: our own parse of its PDF (markdown + table text)."""
-    from atlas_pipeline.grading.locations import EvidenceScope
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _reads_corpus(item):
+            item.add_marker(pytest.mark.corpus)
+        for fixture, marker in _SERVER_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(getattr(pytest.mark, marker))
 
-    parsed = parsed_corpus(f"rct/{pmcid}.pdf")
-    return EvidenceScope(parsed.markdown, parsed.tables).text
+
+def _reads_corpus(item: pytest.Item) -> bool:
+    """Whether the test — or a fixture or module function it uses, transitively — names a corpus helper."""
+    function = getattr(item, "function", None)
+    if function is None:
+        return False
+    fixture_info = getattr(item, "_fixtureinfo", None)
+    functions = [function]
+    for definitions in fixture_info.name2fixturedefs.values() if fixture_info else ():
+        functions += [definition.func for definition in definitions]
+    seen: set[types.CodeType] = set()
+    while functions:
+        function = inspect.unwrap(functions.pop())
+        code = getattr(function, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        for name in _names(code):
+            value = function.__globals__.get(name)
+            if any(value is helper for helper in _CORPUS_HELPERS):
+                return True
+            helper = inspect.unwrap(value) if callable(value) else None  # through functools.cache & co
+            if inspect.isfunction(helper) and helper.__module__ == function.__module__:
+                functions.append(helper)  # a helper of the same module: follow it
+    return False
 
 
-def copy_into(folder: Path, *relatives: str, rename: dict[str, str] | None = None) -> list[Path]:
-    """Copy corpus files into ``folder`` (optionally under new names) and return the new paths."""
-    folder.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for relative in relatives:
-        source = corpus_file(relative)
-        target = folder / (rename or {}).get(relative, source.name)
-        shutil.copyfile(source, target)
-        copied.append(target)
-    return copied
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names(constant)
+    return names
 
 
 @pytest.fixture
@@ -88,3 +113,33 @@ def atlas_for(settings_for):
 def instance():
     with dg.DagsterInstance.ephemeral() as value:
         yield value
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[dict[str, str]]:
+    """One PostgreSQL server for the session (tests get their own database from ``postgres``)."""
+    with postgres_server() as server:
+        yield server.env
+
+
+@pytest.fixture
+def postgres(postgres_cluster, request) -> dict[str, str]:
+    """A fresh database for this test on the session's server: its ``ATLAS_PG_*``/``PG*`` environment."""
+    readable = "".join(c if c.isalnum() else "_" for c in request.node.name).lower()
+    name = f"t{next(_DATABASE_NUMBERS)}_{readable}"[:60]
+    return create_database(postgres_cluster, name)
+
+
+@pytest.fixture(scope="session")
+def _s3_server(tmp_path_factory) -> Iterator[str]:
+    with moto_s3_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_endpoint(_s3_server, monkeypatch) -> str:
+    """The session's S3-compatible server, emptied for this test; credentials and ATLAS_S3_ENDPOINT_URL set."""
+    urllib.request.urlopen(urllib.request.Request(f"{_s3_server}/moto-api/reset", method="POST"), timeout=10)
+    for name, value in {**S3_CREDENTIALS, "ATLAS_S3_ENDPOINT_URL": _s3_server}.items():
+        monkeypatch.setenv(name, value)
+    return _s3_server

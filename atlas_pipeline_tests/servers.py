@@ -46,6 +46,13 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+S3_CREDENTIALS = {  # what the local S3 server is given; sample values, never real ones
+    "AWS_ACCESS_KEY_ID": "atlas-test-key",
+    "AWS_SECRET_ACCESS_KEY": "atlas-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
 @contextlib.contextmanager
 def moto_s3_server(log_dir: Path) -> Iterator[str]:
     """A local S3-compatible HTTP server (moto); yields its endpoint URL."""

@@ -12,7 +12,7 @@ from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import extraction_version
 from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline.storage import Store
-from atlas_pipeline_tests.conftest import copy_into
+from atlas_pipeline_tests.corpus import copy_into
 
 
 def register(instance, atlas) -> list[str]:

@@ -11,7 +11,7 @@ from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge_base import SourceMissingError
 from atlas_pipeline.processing import take_snapshot
 from atlas_pipeline.status import TERMINAL
-from atlas_pipeline_tests.conftest import CORPUS
+from atlas_pipeline_tests.corpus import CORPUS
 
 EXPECTED = {
     "empty_zero_bytes.pdf": ("failed", "snapshot: empty file (0 bytes)"),

@@ -9,8 +9,8 @@ from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.runs import batches, run_documents
 from atlas_pipeline.status import DocumentStatus
-from atlas_pipeline_tests.conftest import copy_into
-from atlas_pipeline_tests.test_sensor import SensorHarness
+from atlas_pipeline_tests.corpus import copy_into
+from atlas_pipeline_tests.helpers import SensorHarness
 
 DOCUMENTS = ["html/plos_one_article.html", "rct_jats/PMC1216327.nxml", "awkward/malformed/qpdf_bad1.pdf"]
 

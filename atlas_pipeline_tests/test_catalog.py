@@ -8,7 +8,7 @@ from atlas_pipeline.catalog import Catalog, load_catalog, refresh_catalog, scan
 from atlas_pipeline.knowledge_base import KnowledgeBase
 from atlas_pipeline.partition_keys import MAX_KEY_LENGTH, is_safe_key, make_key, slug_for
 from atlas_pipeline.storage import Store
-from atlas_pipeline_tests.conftest import copy_into
+from atlas_pipeline_tests.corpus import copy_into
 
 RCT_A = "rct/PMC1216327.pdf"
 RCT_B = "rct/PMC3508963.pdf"

@@ -2,22 +2,13 @@
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 
 from atlas_pipeline.instance import project_file
-from atlas_pipeline_tests.conftest import copy_into
+from atlas_pipeline_tests.corpus import copy_into
+from atlas_pipeline_tests.helpers import BIN, run_atlas
 from atlas_pipeline_tests.servers import local_env
-
-BIN = Path(sys.executable).parent
-
-
-def run_atlas(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "atlas"), *args], env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True, timeout=600
-    )
 
 
 def test_run_then_status(tmp_path, knowledge_base):

@@ -13,7 +13,7 @@ from atlas_pipeline.grading.consistency import evaluate
 from atlas_pipeline.grading.fields import FieldResult, apply_checks, document_status
 from atlas_pipeline.settings import PROJECT_ROOT
 from atlas_pipeline.status import DocumentStatus
-from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.corpus import corpus_file
 
 TEMPLATE = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
 ARMS = {

@@ -11,19 +11,12 @@ import polars as pl
 import pytest
 
 from atlas_pipeline.instance import project_file
-from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.corpus import corpus_file
+from atlas_pipeline_tests.helpers import latest_metadata
 from atlas_pipeline_tests.servers import dagster_daemon, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 DEADLINE_SECONDS = 300
-
-
-def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None),
-        limit=1,
-    ).records
-    return records[0].asset_materialization.metadata if records else None
 
 
 def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):

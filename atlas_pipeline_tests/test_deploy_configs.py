@@ -15,8 +15,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.executors import build_executor
 from atlas_pipeline.instance import validate_instance_config
 from atlas_pipeline.settings import PROJECT_ROOT, SettingsError, load_settings
-from atlas_pipeline_tests.servers import create_database, postgres_server
-from atlas_pipeline_tests.test_cli import run_atlas
+from atlas_pipeline_tests.helpers import run_atlas
 
 DEPLOY = PROJECT_ROOT / "deploy"
 INSTANCE_CONFIGS = [PROJECT_ROOT / "dagster.yaml", *sorted(DEPLOY.glob("*/dagster.yaml"))]
@@ -47,14 +46,8 @@ def test_a_broken_snippet_is_reported_with_the_section_and_the_key(tmp_path):
     assert "fail_pod_on_failure" in result.stderr
 
 
-@pytest.fixture(scope="module")
-def postgres_env():
-    with postgres_server() as server:
-        yield create_database(server.env, "atlas_deploy")
-
-
-def test_k8s_and_celery_instances_load_on_postgres(postgres_env, tmp_path, monkeypatch):
-    for name, value in postgres_env.items():
+def test_k8s_and_celery_instances_load_on_postgres(postgres, tmp_path, monkeypatch):
+    for name, value in postgres.items():
         monkeypatch.setenv(name, value)
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     k8s_home, celery_home = tmp_path / "k8s", tmp_path / "celery"

@@ -11,9 +11,9 @@ import dagster as dg
 import pytest
 
 from atlas_pipeline.instance import project_file
-from atlas_pipeline_tests.conftest import corpus_file
+from atlas_pipeline_tests.corpus import corpus_file
+from atlas_pipeline_tests.helpers import latest_metadata
 from atlas_pipeline_tests.servers import dagster_daemon, watched_folder_env
-from atlas_pipeline_tests.test_daemon import latest_metadata
 
 pytestmark = pytest.mark.daemon
 PID = re.compile(r"\(pid: (\d+)\)")

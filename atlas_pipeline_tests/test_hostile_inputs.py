@@ -18,7 +18,8 @@ import pytest
 
 from atlas_pipeline.parsing import DocumentError, parse_document
 from atlas_pipeline.parsing.bounded import ParseLimitError, parse_bounded
-from atlas_pipeline_tests.conftest import copy_into, corpus_file
+from atlas_pipeline_tests.corpus import copy_into, corpus_file
+from atlas_pipeline_tests.helpers import run_atlas
 from atlas_pipeline_tests.hostile_files import (
     broken_jpeg_pdf,
     huge_page_pdf,
@@ -28,7 +29,6 @@ from atlas_pipeline_tests.hostile_files import (
     text_pdf,
 )
 from atlas_pipeline_tests.servers import local_env
-from atlas_pipeline_tests.test_cli import run_atlas
 
 # -- reasons that name the cause; what is readable is parsed ------------------------------------------------------
 
@@ -173,7 +173,7 @@ def test_symlinks_never_stop_the_listing_and_never_leave_the_knowledge_base(tmp_
 
 
 def test_the_sensor_lists_a_folder_with_hostile_links(tmp_path, knowledge_base, instance, settings_for, atlas_for):
-    from atlas_pipeline_tests.test_sensor import SensorHarness
+    from atlas_pipeline_tests.helpers import SensorHarness
 
     copy_into(knowledge_base, "html/plos_one_article.html")
     (knowledge_base / "loop").symlink_to(knowledge_base / "loop")

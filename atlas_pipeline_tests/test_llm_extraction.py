@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import polars as pl
@@ -12,15 +13,17 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.extractor import split_chunks
+from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
+from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.checks import fields_needing_review
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.processing import parse_snapshot
 from atlas_pipeline.records import ExtractionRecord, SnapshotRecord, read_record, snapshot_blob_path
-from atlas_pipeline.settings import PROJECT_ROOT
+from atlas_pipeline.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.storage import Store
-from atlas_pipeline_tests.conftest import copy_into, corpus_file
+from atlas_pipeline_tests.corpus import copy_into, corpus_file
+from atlas_pipeline_tests.helpers import run_atlas
 from atlas_pipeline_tests.servers import local_env, scripted_openai_server
-from atlas_pipeline_tests.test_cli import run_atlas
 
 KEY = "PMC1216327.pdf"
 API_KEY = "sk-atlas-test-d41d8cd98f00b204"
@@ -628,3 +631,46 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
     assert csv_value["value"][0].endswith("the full value is in atlas_fields.parquet]")
     parquet = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("field") == "funding_source")
     assert parquet["value"][0] == long_value
+
+
+def _client(llm_server, sleeps: list[float], **config) -> LLMClient:
+    settings = {"base_url": llm_server.base_url, "model": "scripted-model", "backoff_seconds": 0.01, **config}
+    return LLMClient(LLMConfig(**settings), sleep=sleeps.append)
+
+
+def test_retry_after_is_honoured_in_seconds_and_as_a_date(llm_server):
+    from email.utils import format_datetime
+
+    sleeps: list[float] = []
+    client = _client(llm_server, sleeps)
+    template = AtlasResource.from_settings(load_settings({})).load_template()
+    messages = [{"role": "user", "content": "x"}]
+    schema, model = json_schema(template), answer_model(template)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=20), usegmt=True)
+    llm_server.script(
+        {"status": 429, "message": "slow down", "headers": {"Retry-After": "7"}},
+        {"status": 503, "message": "busy", "headers": {"Retry-After": later}},
+        {"status": 429, "message": "slow", "headers": {"retry-after-ms": "2500"}},
+        {"content": answer()},
+    )
+    client.complete(messages, schema, model)
+    assert len(sleeps) == 3
+    assert 7 <= sleeps[0] < 7.1 and 15 < sleeps[1] <= 20.1 and 2.5 <= sleeps[2] < 2.6
+
+
+def test_408_and_409_are_retried_and_a_500_about_response_format_is_a_fault(llm_server):
+    sleeps: list[float] = []
+    client = _client(llm_server, sleeps)
+    template = AtlasResource.from_settings(load_settings({})).load_template()
+    messages = [{"role": "user", "content": "y"}]
+    schema, model = json_schema(template), answer_model(template)
+    llm_server.script({"status": 408, "message": "timeout"}, {"status": 409, "message": "conflict"}, {"content": "{}"})
+    client.complete(messages, schema, model)
+    assert len(sleeps) == 2 and len(llm_server.requests()) == 3
+    llm_server.script(
+        {"status": 500, "message": "worker crashed while applying response_format grammar"},
+        {"content": "{}"},
+    )
+    client.complete([{"role": "user", "content": "z"}], schema, model)
+    first, second = llm_server.requests()
+    assert first["response_format"]["type"] == second["response_format"]["type"] == "json_schema"  # not downgraded

@@ -16,10 +16,9 @@ from atlas_pipeline.exports import EXPORT_STEM, FIELDS_STEM
 from atlas_pipeline.records import ParseRecord, read_record
 from atlas_pipeline.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.storage import Store, filesystem_for
-from atlas_pipeline_tests.conftest import copy_into
-from atlas_pipeline_tests.servers import create_database, local_env, moto_s3_server, postgres_server
-from atlas_pipeline_tests.test_cli import run_atlas
-from atlas_pipeline_tests.test_sensor import SensorHarness
+from atlas_pipeline_tests.corpus import copy_into
+from atlas_pipeline_tests.helpers import SensorHarness, run_atlas
+from atlas_pipeline_tests.servers import S3_CREDENTIALS, create_database, local_env
 
 EXPORT_FILES = [f"{EXPORT_STEM}.{fmt}" for fmt in ("csv", "jsonl", "parquet", "xlsx")] + [
     f"{FIELDS_STEM}.{fmt}" for fmt in ("csv", "jsonl", "parquet")
@@ -27,30 +26,20 @@ EXPORT_FILES = [f"{EXPORT_STEM}.{fmt}" for fmt in ("csv", "jsonl", "parquet", "x
 
 
 @pytest.fixture
-def new_deployment(tmp_path, monkeypatch):
+def new_deployment(tmp_path, monkeypatch, postgres, s3_endpoint):
     """Environment of the target deployment: a fresh PostgreSQL database and a bucket on a local S3 server."""
-    credentials = {
-        "AWS_ACCESS_KEY_ID": "atlas-test-key",
-        "AWS_SECRET_ACCESS_KEY": "atlas-test-secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    for name, value in credentials.items():
+    filesystem_for("s3://atlas-new")[0].mkdir("atlas-new")
+    for name, value in postgres.items():
         monkeypatch.setenv(name, value)
-    with postgres_server() as server, moto_s3_server(tmp_path) as endpoint:
-        monkeypatch.setenv("ATLAS_S3_ENDPOINT_URL", endpoint)
-        filesystem_for("s3://atlas-new")[0].mkdir("atlas-new")
-        database = create_database(server.env, "atlas_migrated")
-        for name, value in database.items():
-            monkeypatch.setenv(name, value)
-        yield {
-            **credentials,
-            **database,
-            "ATLAS_S3_ENDPOINT_URL": endpoint,
-            "DAGSTER_HOME": str(tmp_path / "new_home"),
-            "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
-            "ATLAS_ARTIFACTS": "s3://atlas-new/artifacts",
-            "ATLAS_EXPORTS": "s3://atlas-new/exports",
-        }
+    return {
+        **S3_CREDENTIALS,
+        **postgres,
+        "ATLAS_S3_ENDPOINT_URL": s3_endpoint,
+        "DAGSTER_HOME": str(tmp_path / "new_home"),
+        "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
+        "ATLAS_ARTIFACTS": "s3://atlas-new/artifacts",
+        "ATLAS_EXPORTS": "s3://atlas-new/exports",
+    }
 
 
 def _export_contents(store: Store) -> dict[str, object]:
@@ -198,7 +187,9 @@ def _event_count(database: dict[str, str]) -> int:
         return cursor.fetchone()[0]
 
 
-def test_a_migration_killed_during_the_history_copy_resumes_event_for_event(tmp_path, knowledge_base, monkeypatch):
+def test_a_migration_killed_during_the_history_copy_resumes_event_for_event(
+    tmp_path, knowledge_base, monkeypatch, postgres_cluster, s3_endpoint
+):
     """SIGKILL `atlas migrate` once a share of the events is in the new database (early, midway, late — each on a
     fresh PostgreSQL database and bucket prefix), run it again: the new side equals the old, run for run, event for
     event, with the runs' creation times."""
@@ -215,46 +206,41 @@ def test_a_migration_killed_during_the_history_copy_resumes_event_for_event(tmp_
         expected = {r.run_id: (r.status, len(source.all_logs(r.run_id))) for r in source.get_runs()}
         created = {r.dagster_run.run_id: r.create_timestamp for r in source.get_run_records()}
     total = sum(events for _, events in expected.values())
-    credentials = {"AWS_ACCESS_KEY_ID": "atlas-test-key", "AWS_SECRET_ACCESS_KEY": "atlas-test-secret"}
     source_args = ["--from-home", old["DAGSTER_HOME"], "--from-artifacts", old["ATLAS_ARTIFACTS"]]
     source_args += ["--from-exports", old["ATLAS_EXPORTS"]]
-    with postgres_server() as server, moto_s3_server(tmp_path) as endpoint:
-        monkeypatch.setenv("ATLAS_S3_ENDPOINT_URL", endpoint)
-        for name, value in credentials.items():
+    filesystem_for("s3://atlas-kill")[0].mkdir("atlas-kill")
+    for attempt, share in enumerate((0.05, 0.5, 0.9)):
+        database = create_database(postgres_cluster, f"atlas_killed_{attempt}")
+        env = {
+            **S3_CREDENTIALS,
+            **database,
+            **old_kb(old),
+            "ATLAS_S3_ENDPOINT_URL": s3_endpoint,
+            "DAGSTER_HOME": str(tmp_path / f"home_{attempt}"),
+            "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
+            "ATLAS_ARTIFACTS": f"s3://atlas-kill/{attempt}/artifacts",
+            "ATLAS_EXPORTS": f"s3://atlas-kill/{attempt}/exports",
+        }
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "atlas"), "migrate", *source_args],
+            env={**__import__("os").environ, **env},
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        threshold = max(1, int(share * total))
+        while process.poll() is None and _event_count(database) < threshold:
+            time.sleep(0.01)
+        process.kill()
+        process.wait(timeout=60)
+        copied = _event_count(database)
+        assert process.returncode == -9 and 0 < copied < total, (share, copied, total)
+        resumed = run_atlas("migrate", *source_args, env=env, cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert "runs: 0 differ in status or events" in resumed.stdout and "migrated without loss" in resumed.stdout
+        for name, value in database.items():
             monkeypatch.setenv(name, value)
-        filesystem_for("s3://atlas-kill")[0].mkdir("atlas-kill")
-        for attempt, share in enumerate((0.05, 0.5, 0.9)):
-            database = create_database(server.env, f"atlas_killed_{attempt}")
-            env = {
-                **credentials,
-                **database,
-                **old_kb(old),
-                "ATLAS_S3_ENDPOINT_URL": endpoint,
-                "DAGSTER_HOME": str(tmp_path / f"home_{attempt}"),
-                "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
-                "ATLAS_ARTIFACTS": f"s3://atlas-kill/{attempt}/artifacts",
-                "ATLAS_EXPORTS": f"s3://atlas-kill/{attempt}/exports",
-            }
-            process = subprocess.Popen(
-                [str(Path(sys.executable).parent / "atlas"), "migrate", *source_args],
-                env={**__import__("os").environ, **env},
-                cwd=tmp_path,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            threshold = max(1, int(share * total))
-            while process.poll() is None and _event_count(database) < threshold:
-                time.sleep(0.01)
-            process.kill()
-            process.wait(timeout=60)
-            copied = _event_count(database)
-            assert process.returncode == -9 and 0 < copied < total, (share, copied, total)
-            resumed = run_atlas("migrate", *source_args, env=env, cwd=tmp_path)
-            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-            assert "runs: 0 differ in status or events" in resumed.stdout and "migrated without loss" in resumed.stdout
-            for name, value in database.items():
-                monkeypatch.setenv(name, value)
-            with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as target:
-                got = {r.run_id: (r.status, len(target.all_logs(r.run_id))) for r in target.get_runs()}
-                assert got == expected
-                assert {r.dagster_run.run_id: r.create_timestamp for r in target.get_run_records()} == created
+        with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as target:
+            got = {r.run_id: (r.status, len(target.all_logs(r.run_id))) for r in target.get_runs()}
+            assert got == expected
+            assert {r.dagster_run.run_id: r.create_timestamp for r in target.get_run_records()} == created

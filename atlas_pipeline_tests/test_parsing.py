@@ -17,7 +17,7 @@ from atlas_pipeline.parsing import (
 )
 from atlas_pipeline.parsing.pdf import ocr_available
 from atlas_pipeline.parsing.plain import markdown_tables
-from atlas_pipeline_tests.conftest import corpus_file, parsed_corpus
+from atlas_pipeline_tests.corpus import corpus_file, parsed_corpus
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="tesseract-ocr is not installed (make setup installs it)")
 

@@ -3,26 +3,11 @@
 import shutil
 
 import dagster as dg
-import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.settings import PROJECT_ROOT
-from atlas_pipeline_tests.conftest import copy_into
-from atlas_pipeline_tests.servers import create_database, postgres_server
-from atlas_pipeline_tests.test_cli import run_atlas
-from atlas_pipeline_tests.test_sensor import SensorHarness
-
-
-@pytest.fixture(scope="module")
-def postgres_cluster():
-    with postgres_server() as server:
-        yield server.env
-
-
-@pytest.fixture
-def postgres(postgres_cluster, request):
-    """A fresh database per test on the module's server."""
-    return create_database(postgres_cluster, request.node.name.replace("[", "_").replace("]", "")[:60].lower())
+from atlas_pipeline_tests.corpus import copy_into
+from atlas_pipeline_tests.helpers import SensorHarness, run_atlas
 
 
 def test_pipeline_sensor_and_aggregates_on_postgres(

@@ -12,7 +12,7 @@ import pytest
 from atlas_pipeline.extraction.quotes import match_quote as public_match_quote
 from atlas_pipeline.grading.quotes import DECIMAL_NOTE, UNREADABLE_NOTE, match_quote, tier_for
 from atlas_pipeline.grading.text import normalize, tokenize
-from atlas_pipeline_tests.conftest import CORPUS, corpus_file, corpus_scope
+from atlas_pipeline_tests.corpus import CORPUS, corpus_file, corpus_scope
 from eval.perturbations import MEANING_CHANGES, NEEDS_OTHERS, TYPOGRAPHY_CHANGES
 
 # the only human quote whose text is not in its PDF: the annotator ran into the next figure's label ("Fig. 2")

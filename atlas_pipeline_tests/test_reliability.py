@@ -14,7 +14,7 @@ import pytest
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.status import TERMINAL
-from atlas_pipeline_tests.conftest import CORPUS, SEED_KB
+from atlas_pipeline_tests.corpus import CORPUS, SEED_KB
 from atlas_pipeline_tests.servers import create_database, dagster_daemon, postgres_server, watched_folder_env
 from atlas_pipeline_tests.test_fault_killed_run import run_worker_pid
 

@@ -1,7 +1,6 @@
 """The knowledge base, artifacts and exports on S3, against a real S3-compatible server (moto) on 127.0.0.1."""
 
 import polars as pl
-import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -9,19 +8,8 @@ from atlas_pipeline.knowledge_base import KnowledgeBase
 from atlas_pipeline.records import ExtractionRecord, read_record
 from atlas_pipeline.settings import load_settings
 from atlas_pipeline.storage import filesystem_for
-from atlas_pipeline_tests.conftest import corpus_file
-from atlas_pipeline_tests.servers import moto_s3_server
-from atlas_pipeline_tests.test_sensor import SensorHarness
-
-
-@pytest.fixture
-def s3_endpoint(tmp_path, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "atlas-test-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "atlas-test-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with moto_s3_server(tmp_path) as endpoint:
-        monkeypatch.setenv("ATLAS_S3_ENDPOINT_URL", endpoint)
-        yield endpoint
+from atlas_pipeline_tests.corpus import corpus_file
+from atlas_pipeline_tests.helpers import SensorHarness
 
 
 def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, instance):

@@ -7,8 +7,8 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.records import ExtractionRecord, read_record
 from atlas_pipeline.runs import run_documents
 from atlas_pipeline.status import DocumentStatus
-from atlas_pipeline_tests.conftest import corpus_file
-from atlas_pipeline_tests.test_sensor import SensorHarness
+from atlas_pipeline_tests.corpus import corpus_file
+from atlas_pipeline_tests.helpers import SensorHarness
 
 SMALL_FILES = 2000
 

@@ -5,38 +5,11 @@ import os
 import shutil
 import time
 
-import dagster as dg
-
 from atlas_pipeline.catalog import load_catalog, refresh_catalog
-from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.settings import PROJECT_ROOT
-from atlas_pipeline_tests.conftest import copy_into
-
-
-class SensorHarness:
-    """Evaluates the sensor tick after tick like the daemon does: applies partition requests, keeps the cursor."""
-
-    def __init__(self, instance, settings, atlas):
-        self.instance = instance
-        self.atlas = atlas
-        self.defs = build_definitions(settings)
-        self.sensor = self.defs.resolve_sensor_def("knowledge_base_sensor")
-        self.cursor = None
-
-    def tick(self) -> dg.SensorResult:
-        context = dg.build_sensor_context(
-            instance=self.instance, cursor=self.cursor, resources={"atlas": self.atlas}, definitions=self.defs
-        )
-        result = self.sensor(context)
-        for request in result.dynamic_partitions_requests or []:
-            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-        self.cursor = result.cursor
-        return result
-
-    @property
-    def partitions(self) -> set[str]:
-        return set(self.instance.get_dynamic_partitions(documents_partitions.name))
+from atlas_pipeline_tests.corpus import copy_into
+from atlas_pipeline_tests.helpers import SensorHarness
 
 
 def make_harness(instance, knowledge_base, settings_for, atlas_for, **extra):

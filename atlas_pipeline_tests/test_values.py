@@ -3,7 +3,7 @@
 from atlas_pipeline.grading.fields import grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.values import numbers_in, value_support
-from atlas_pipeline_tests.conftest import corpus_scope
+from atlas_pipeline_tests.corpus import corpus_scope
 
 # sentences of the corpus' human evidence quotes (PMC3398966, PMC1574360)
 HR = "unadjusted hazard ratio [HR] 0.75 [95% CI 0.57–1.00], p = 0.047"

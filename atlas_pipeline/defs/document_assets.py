@@ -13,6 +13,7 @@ from typing import TypeVar
 import dagster as dg
 
 from atlas_pipeline.catalog import load_catalog
+from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.grading.checks import (
@@ -85,6 +86,7 @@ def _artifact(store: Store, relative: str) -> dg.MetadataValue | str:
     "Nothing downstream reads the knowledge base again.",
 )
 def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    wait_for_older_runs(context, list(context.partition_keys))  # one run per document at a time
     store, knowledge_base = atlas.store(), atlas.open_knowledge_base()
     catalog = load_catalog(store) if len(context.partition_keys) > 1 else None
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from atlas_pipeline.catalog import Catalog, CatalogEntry, load_catalog
+from atlas_pipeline.catalog import Catalog, CatalogEntry, load_catalog, load_entry
 from atlas_pipeline.completion import DocumentState
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.rules import Rule, load_rule
@@ -108,7 +108,7 @@ class AtlasResource(dg.ConfigurableResource):
 
     def catalog_entry(self, key: str, catalog: Catalog | None = None) -> CatalogEntry:
         """The catalog entry of a partition (``catalog``: one already loaded, for runs over many partitions)."""
-        entry = (catalog or load_catalog(self.store())).entries.get(key)
+        entry = catalog.entries.get(key) if catalog is not None else load_entry(self.store(), key)
         if entry is None:
             raise dg.Failure(
                 description=f"document {key!r} is not in the catalog: it was not found by a knowledge-base scan "

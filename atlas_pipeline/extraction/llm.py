@@ -1,6 +1,10 @@
 """Calling an OpenAI-compatible chat-completions endpoint: retries, JSON repair, structured output, a response cache.
 
-- Transient errors (429, 5xx, timeouts, dropped connections) are retried with exponential backoff and jitter.
+- Transient errors (408, 409, 429, 5xx, timeouts, dropped connections) are retried with exponential backoff and
+  jitter, waiting at least what the server asks (``Retry-After`` in seconds or as a date, ``retry-after-ms``).
+  The statuses and headers are the ones the ``openai`` client retries on; the loop is ours (its own retries are
+  off) because every wait is logged in the run, every request counted in the usage record, and the
+  structured-output fallback below must happen in the same loop.
 - Permanent errors (401, 403, 404, other 4xx) fail at once with a clear message — no retry.
 - ``json_schema`` structured output falls back to ``json_object`` when the server rejects it.
 - A reply that is not valid JSON (or does not fit the schema) gets exactly one repair request.
@@ -11,6 +15,7 @@ The API key is only handed to the ``openai`` client; it is never logged, cached 
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import logging
@@ -18,6 +23,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -30,6 +36,8 @@ LOG = logging.getLogger("atlas.llm")
 # json_schema (OpenAI, vLLM, Ollama) → json_object + schema (llama.cpp) → plain json_object
 FORMAT_FALLBACK = {"json_schema": "json_object_schema", "json_object_schema": "json_object"}
 CACHE_PREFIX = "llm_cache"
+TRANSIENT_STATUS = (408, 409, 429)  # request timeout, conflict, rate limit: worth another try (and every 5xx)
+_REJECTION_PHRASES = ("input should be", "not supported", "unsupported", "invalid", "unknown", "must be", "expected")
 
 
 class LLMError(Exception):
@@ -114,10 +122,20 @@ def _server_message(error: openai.APIStatusError) -> str:
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:
+    """The server's wish, capped at 60 s: ``retry-after-ms``, ``Retry-After`` in seconds or as an HTTP date."""
+    headers = error.response.headers
     try:
-        value = error.response.headers.get("retry-after")
-        return min(float(value), 60.0) if value else None
-    except (TypeError, ValueError):
+        if headers.get("retry-after-ms"):
+            return min(float(headers["retry-after-ms"]) / 1000, 60.0)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, min(float(value), 60.0))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, min((when - datetime.now(UTC)).total_seconds(), 60.0))
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -157,7 +175,7 @@ class LLMClient:
                     LOG.warning("endpoint rejected %s output; falling back to %s", self._format, fallback)
                     self._format = fallback
                     continue
-                if error.status_code == 429 or error.status_code >= 500:
+                if error.status_code in TRANSIENT_STATUS or error.status_code >= 500:
                     attempt = self._wait_or_give_up(attempt, error, usage)
                     continue
                 raise self._permanent(error) from None
@@ -182,9 +200,16 @@ class LLMClient:
         return LLMPermanentError(f"LLM request rejected (HTTP {status}): {_server_message(error)}")
 
     def _rejects_format(self, error: openai.APIStatusError) -> bool:
-        """The server refused our response_format (llama.cpp answers 500, OpenAI 400): time to fall back."""
+        """The server refused our response_format (OpenAI answers 400, llama.cpp a 500 that says the field is
+        invalid): time to fall back. A 500 that merely mentions response_format is a fault, retried as one."""
+        if self._format not in FORMAT_FALLBACK:
+            return False
         text = (str(error.message) + str(error.body)).lower()
-        return self._format in FORMAT_FALLBACK and "response_format" in text and error.status_code in (400, 422, 500)
+        if "response_format" not in text:
+            return False
+        if error.status_code in (400, 422):
+            return True
+        return error.status_code == 500 and any(phrase in text for phrase in _REJECTION_PHRASES)
 
     def _wait_or_give_up(self, attempt: int, error: Exception, usage: Usage) -> int:
         what = self._describe(error)

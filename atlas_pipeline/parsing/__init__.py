@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # Bump when a change to parsing changes its output: cached parses with another fingerprint are redone.
-PARSER_REVISION = 3  # 2: page markers, unreadable glyphs shown as �; 3: pages salvaged one by one
+PARSER_REVISION = 4  # 2: page markers, unreadable glyphs as �; 3: pages salvaged one by one; 4: split accents
 
 
 class ParseOptions(dict):

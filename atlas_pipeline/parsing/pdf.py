@@ -26,7 +26,7 @@ from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumen
 from atlas_pipeline.parsing.model import ParsedDocument, Table
 from atlas_pipeline.parsing.pages import count_pages  # noqa: F401  (public here before pages.py existed)
 from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
-from atlas_pipeline.parsing.text_layer import mark_control_characters, mark_misdrawn_glyphs
+from atlas_pipeline.parsing.text_layer import join_split_accents, mark_control_characters, mark_misdrawn_glyphs
 
 PYMUPDF4LLM_VERSION = version("pymupdf4llm")
 # MuPDF and pymupdf4llm chatter goes to Python logging (Dagster captures it) instead of the terminal.
@@ -245,7 +245,7 @@ def parse_pdf(
     finally:
         doc.close()
     warnings.extend(_collect_warnings())
-    markdown = mark_control_characters(markdown)[0]
+    markdown = join_split_accents(mark_control_characters(markdown)[0])
     unreadable = markdown.count("\ufffd")
     if unreadable:
         glyphs = f" ({misdrawn} glyph code(s) drawn as another character)" if misdrawn else ""

@@ -8,11 +8,14 @@ Two kinds of damage are common in typeset PDFs and silently change meaning:
   says ``p , 0.001``). Such a glyph gives itself away by its width — a comma 0.83 em wide is not a comma. Those codes
   are re-mapped to U+FFFD in the font's own ``/ToUnicode`` before any text is extracted, so text and tables agree
   (fonts without one are left alone: MuPDF reads their font program, which has no such mapping to correct).
+
+Accents some PDFs draw as separate glyphs after the letter ("Ste´phane", "Rimba¨ck") are joined to it.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pymupdf
 
@@ -25,6 +28,29 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ue000]")
 _BFCHAR = re.compile(rb"beginbfchar(.*?)endbfchar", re.S)
 _BFRANGE = re.compile(rb"beginbfrange(.*?)endbfrange", re.S)
 _HEX = re.compile(rb"<([0-9A-Fa-f]*)>")
+
+
+# a letter and the spacing accent a PDF drew after it: the accented letter ("Ste´phane" → "Stéphane")
+_SPACING_TO_COMBINING = {
+    "\u00b4": "\u0301",
+    "\u02cb": "\u0300",
+    "\u00a8": "\u0308",
+    "\u02c6": "\u0302",
+    "\u02dc": "\u0303",
+}
+_SPLIT_ACCENT = re.compile(r"([aeiouyAEIOUY])([\u00b4\u02cb\u00a8\u02c6\u02dc])(?=[a-z])|([cC])\u00b8(?=[a-z])")
+
+
+def join_split_accents(text: str) -> str:
+    """Vowels followed by a spacing accent inside a word (and c with a cedilla) become one accented letter; an accent
+    used as an apostrophe after a consonant ("patient´s") is left alone."""
+
+    def join(match: re.Match[str]) -> str:
+        if match.group(3):
+            return unicodedata.normalize("NFC", match.group(3) + "\u0327")
+        return unicodedata.normalize("NFC", match.group(1) + _SPACING_TO_COMBINING[match.group(2)])
+
+    return _SPLIT_ACCENT.sub(join, text)
 
 
 def mark_control_characters(text: str) -> tuple[str, int]:

@@ -1,0 +1,56 @@
+"""Helpers several test modules share: the ``atlas`` command, a sensor evaluated tick by tick, asset metadata."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.partitions import documents_partitions
+
+BIN = Path(sys.executable).parent
+
+
+def run_atlas(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    """``atlas <args>`` as a user runs it: the installed script, in ``cwd``, with ``env`` over the environment."""
+    return subprocess.run(
+        [str(BIN / "atlas"), *args], env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+class SensorHarness:
+    """Evaluates the sensor tick after tick like the daemon does: applies partition requests, keeps the cursor."""
+
+    def __init__(self, instance, settings, atlas):
+        self.instance = instance
+        self.atlas = atlas
+        self.defs = build_definitions(settings)
+        self.sensor = self.defs.resolve_sensor_def("knowledge_base_sensor")
+        self.cursor = None
+
+    def tick(self) -> dg.SensorResult:
+        context = dg.build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources={"atlas": self.atlas}, definitions=self.defs
+        )
+        result = self.sensor(context)
+        for request in result.dynamic_partitions_requests or []:
+            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        self.cursor = result.cursor
+        return result
+
+    @property
+    def partitions(self) -> set[str]:
+        return set(self.instance.get_dynamic_partitions(documents_partitions.name))
+
+
+def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
+    """The metadata of the newest materialization of ``asset`` (one partition of it), or None."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None),
+        limit=1,
+    ).records
+    return records[0].asset_materialization.metadata if records else None
