@@ -12,8 +12,8 @@ import warnings
 from pathlib import Path
 
 from atlas_pipeline.extraction.templates import TemplateError
-from atlas_pipeline.redaction import install_log_redaction, redact
-from atlas_pipeline.settings import SettingsError, SettingsWarning, describe_settings, load_settings
+from atlas_pipeline.ops.redaction import install_log_redaction, redact
+from atlas_pipeline.ops.settings import SettingsError, SettingsWarning, describe_settings, load_settings
 
 
 def _states(instance, atlas):
@@ -21,7 +21,7 @@ def _states(instance, atlas):
 
 
 def _print_summary(states) -> None:
-    from atlas_pipeline.completion import summarise
+    from atlas_pipeline.outputs.completion import summarise
 
     for line in summarise(states).lines():
         print(line)
@@ -36,15 +36,17 @@ def command_run(args: argparse.Namespace) -> int:
     """Scan the knowledge base, materialise every new or changed document, then task completion and the exports."""
     import dagster as dg
 
-    from atlas_pipeline.catalog import refresh_catalog
     from atlas_pipeline.definitions import build_definitions
-    from atlas_pipeline.defs.document_states import already_extracted
+    from atlas_pipeline.defs.document_states import aggregates_up_to_date, already_extracted
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
-    from atlas_pipeline.instance import prepare_dagster_home
-    from atlas_pipeline.records import ExtractionRecord, read_record
-    from atlas_pipeline.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
-    from atlas_pipeline.status import TERMINAL
+    from atlas_pipeline.grading.statuses import TERMINAL
+    from atlas_pipeline.knowledge.catalog import refresh_catalog
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
+    from atlas_pipeline.outputs.exports import FORMATS
+    from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM, export_path
+    from atlas_pipeline.store.records import ExtractionRecord, read_record
 
     settings = load_settings()
     home = prepare_dagster_home(settings.instance_config)
@@ -106,18 +108,20 @@ def command_run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 128 + received.get("signal", signal.SIGINT)
-        defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
+        exports = atlas.exports_store()
+        exported = exports.exists(export_path(EXPORT_STEM, "xlsx"))
+        if keys or scan.changed or not exported or not aggregates_up_to_date(instance):
+            defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
+        else:
+            print("task completion and exports are up to date: not refreshed")
         states = _states(instance, atlas)
         print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s")
         _print_summary(states)
         print("exports:")
-        from atlas_pipeline.exports import EXPORT_STEM, FIELDS_STEM, FORMATS
-
-        exports = atlas.exports_store()
         for fmt in FORMATS:
-            print(f"  {fmt:<8} {exports.url(f'{EXPORT_STEM}.{fmt}')}")
+            print(f"  {fmt:<8} {exports.url(export_path(EXPORT_STEM, fmt))}")
         for fmt in FORMATS[1:]:
-            print(f"  {fmt:<8} {exports.url(f'{FIELDS_STEM}.{fmt}')} (one row per extracted field)")
+            print(f"  {fmt:<8} {exports.url(export_path(FIELDS_STEM, fmt))} (one row per extracted field)")
         open_states = [s for s in states if s.status not in TERMINAL]
     return 1 if open_states else 0
 
@@ -127,8 +131,8 @@ def command_status(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from atlas_pipeline.defs.resources import AtlasResource
-    from atlas_pipeline.instance import prepare_dagster_home
-    from atlas_pipeline.runs import reap_dead_runs
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.ops.runs import reap_dead_runs
 
     settings = load_settings()
     prepare_dagster_home(settings.instance_config)
@@ -159,17 +163,32 @@ def dagster_program(name: str = "dagster") -> str:
 
 def command_dev(args: argparse.Namespace) -> int:
     """Open the Dagster UI and daemon (sensors live) on 127.0.0.1."""
-    from atlas_pipeline.instance import prepare_dagster_home, project_file
+    from atlas_pipeline.knowledge.listing import KnowledgeBase
+    from atlas_pipeline.ops.instance import prepare_dagster_home, project_file
 
     settings = load_settings()  # fail early with a clear message
+    KnowledgeBase(settings.knowledge_base).check()  # … and not as a sensor traceback every 30 s
     home = prepare_dagster_home(settings.instance_config)
     program = dagster_program()
     command = [program, "dev", "-w", str(project_file("workspace.yaml")), "-h", args.host, "-p", str(args.port)]
     print(
         f"Dagster UI on http://{args.host}:{args.port} with the daemon (instance {home}); Ctrl-C stops both", flush=True
     )
-    os.execv(program, command)
+    os.chdir(home)  # `dagster dev` warns about any dagster.yaml in its folder that is not DAGSTER_HOME's
+    os.execve(program, command, dev_environment(settings))
     return 0  # not reached
+
+
+def dev_environment(settings) -> dict[str, str]:
+    """The environment of `dagster dev` and the processes it starts: the resolved locations (they run in
+    DAGSTER_HOME, where relative paths would mean something else), and Dagster's advice to use its newer `dg dev`
+    silenced — `atlas dev` is that wrapper for this project (see the README)."""
+    env = dict(os.environ)
+    for name in ("knowledge_base", "artifacts", "exports", "seeds_dir"):
+        env[f"ATLAS_{name.upper()}"] = getattr(settings, name)
+    superseded = "ignore:Function `dev_command` is superseded"
+    env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS", ""), superseded]))
+    return env
 
 
 def command_settings(args: argparse.Namespace) -> int:
@@ -191,18 +210,18 @@ def command_migrate(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
-    from atlas_pipeline.instance import prepare_dagster_home
-    from atlas_pipeline.migration import (
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.ops.migration import (
         MigrationError,
         changed_documents,
         copy_instance,
         copy_store,
-        is_derived_artifact,
         verify_instance,
         verify_runs,
     )
-    from atlas_pipeline.settings import resolve_location
-    from atlas_pipeline.storage import Store
+    from atlas_pipeline.ops.settings import resolve_location
+    from atlas_pipeline.store import layout
+    from atlas_pipeline.store.files import Store
 
     target_settings = load_settings()
     source_settings = target_settings.model_copy(
@@ -231,7 +250,7 @@ def command_migrate(args: argparse.Namespace) -> int:
             dg.DagsterInstance.from_config(str(source_home)) as source,
             dg.DagsterInstance.get() as target,
         ):
-            for (old, new), derived in zip(pairs, (is_derived_artifact, lambda relative: True), strict=True):
+            for (old, new), derived in zip(pairs, (layout.is_derived, lambda relative: True), strict=True):
                 copied = copy_store(Store(old), Store(new), progress, derived)
                 kept = f"; {copied.kept_derived} recomputed there kept" if copied.kept_derived else ""
                 print(
@@ -280,7 +299,7 @@ def command_check_instance(args: argparse.Namespace) -> int:
     """Validate Dagster instance config files (e.g. deploy/k8s/dagster.yaml) without connecting to anything."""
     from pathlib import Path
 
-    from atlas_pipeline.instance import validate_instance_config
+    from atlas_pipeline.ops.instance import validate_instance_config
 
     failed = 0
     for name in args.files:

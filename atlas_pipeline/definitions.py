@@ -7,9 +7,9 @@ from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor
-from atlas_pipeline.executors import build_executor
-from atlas_pipeline.redaction import install_log_redaction
-from atlas_pipeline.settings import AtlasSettings, load_settings
+from atlas_pipeline.ops.executors import build_executor
+from atlas_pipeline.ops.redaction import install_log_redaction
+from atlas_pipeline.ops.settings import AtlasSettings, load_settings
 
 
 def extraction_code_version(settings: AtlasSettings) -> str:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 
-from atlas_pipeline.catalog import CatalogEntry, now_iso, sha256_of
 from atlas_pipeline.extraction.extractor import extract_with_llm
+from atlas_pipeline.extraction.identifiers import find_identifiers
 from atlas_pipeline.extraction.llm import LLMClient, LLMError
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
 from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
-from atlas_pipeline.identifiers import find_identifiers
-from atlas_pipeline.knowledge_base import KnowledgeBase, SourceMissingError
+from atlas_pipeline.grading.statuses import DocumentStatus
+from atlas_pipeline.knowledge.catalog import CatalogEntry, now_iso, sha256_of
+from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceMissingError
 from atlas_pipeline.parsing import (
     DocumentError,
     ParsedDocument,
@@ -28,20 +28,18 @@ from atlas_pipeline.parsing import (
     parse_document,
     parser_fingerprint,
 )
-from atlas_pipeline.parsing.bounded import ParseLimitError, parse_bounded
+from atlas_pipeline.parsing.bounded import ParseLimitError, ParseLimits, parse_bounded
 from atlas_pipeline.parsing.media import PDF, detect_media_type
 from atlas_pipeline.parsing.pages import count_pages
-from atlas_pipeline.records import (
+from atlas_pipeline.store import layout
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import (
     ExtractionRecord,
     ParseRecord,
     Problem,
     SnapshotRecord,
-    parse_cache_dir,
-    snapshot_blob_path,
     write_record,
 )
-from atlas_pipeline.status import DocumentStatus
-from atlas_pipeline.storage import Store
 
 
 def take_snapshot(
@@ -66,7 +64,7 @@ def take_snapshot(
         write_record(store, entry.key, "snapshot", record)
         return record
     record.sha256, record.size = sha256_of(data), len(data)
-    blob = snapshot_blob_path(record.sha256)
+    blob = layout.snapshot_path(record.sha256)
     if not store.exists(blob):
         store.write_bytes(blob, data)
     record.snapshot_path = blob
@@ -85,15 +83,6 @@ def take_snapshot(
     return record
 
 
-@dataclass(frozen=True)
-class ParseLimits:
-    """Per-document parse limits (``ATLAS_PARSE_TIMEOUT_SECONDS``, ``ATLAS_PARSE_MEMORY_MB``); None: parse in this
-    process without limits (the library's own behaviour)."""
-
-    seconds: float
-    memory_mb: float
-
-
 def parse_snapshot(
     store: Store, snapshot: SnapshotRecord, options: ParseOptions, limits: ParseLimits | None = None
 ) -> tuple[ParseRecord, ParsedDocument | None]:
@@ -105,8 +94,7 @@ def parse_snapshot(
         record.problem = snapshot.problem
         write_record(store, snapshot.key, "parse", record)
         return record, None
-    cache = parse_cache_dir(snapshot.sha256, parser)
-    cached = store.read_json_or(f"{cache}/parse.json", None)
+    cached = store.read_json_or(layout.parse_record_path(snapshot.sha256, parser), None)
     if cached is not None:
         cached_record = ParseRecord.model_validate(cached)
         record = cached_record.model_copy(update={"key": snapshot.key, "cached": True})
@@ -114,7 +102,7 @@ def parse_snapshot(
         return record, None
 
     started = time.perf_counter()
-    data = store.read_bytes(snapshot_blob_path(snapshot.sha256))
+    data = store.read_bytes(layout.snapshot_path(snapshot.sha256))
     try:
         if limits is None:
             parsed = parse_document(data, snapshot.source_path, options)
@@ -126,14 +114,14 @@ def parse_snapshot(
         record.problem = Problem(status=error.status, reason=error.reason, stage="parse")
         record.seconds = round(time.perf_counter() - started, 4)
         if not isinstance(error, ParseLimitError):  # a higher limit may succeed: a limit is not cached
-            store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
+            store.write_json(layout.parse_record_path(snapshot.sha256, parser), record.model_dump(mode="json"))
         write_record(store, snapshot.key, "parse", record)
         return record, None
     record.seconds = round(time.perf_counter() - started, 4)
-    record.text_path = f"{cache}/document.md"
+    record.text_path = layout.markdown_path(snapshot.sha256, parser)
     store.write_text(record.text_path, parsed.markdown)
     tables = [table.model_dump(mode="json") for table in parsed.tables]
-    record.tables_path = f"{cache}/tables.json"
+    record.tables_path = layout.tables_path(snapshot.sha256, parser)
     store.write_bytes(record.tables_path, json.dumps(tables, ensure_ascii=False).encode())
     record.engine = parsed.engine
     record.media_type = parsed.media_type
@@ -144,17 +132,17 @@ def parse_snapshot(
     record.warnings = parsed.warnings
     record.lost = parsed.lost
     record.title = parsed.title
-    store.write_json(f"{cache}/parse.json", record.model_dump(mode="json"))
+    store.write_json(layout.parse_record_path(snapshot.sha256, parser), record.model_dump(mode="json"))
     write_record(store, snapshot.key, "parse", record)
     return record, parsed
 
 
 def load_markdown(store: Store, record: ParseRecord) -> str:
-    return store.read_text(f"{parse_cache_dir(record.sha256, record.parser)}/document.md")
+    return store.read_text(layout.markdown_path(record.sha256, record.parser))
 
 
 def load_tables(store: Store, record: ParseRecord) -> list[Table]:
-    data = store.read_json(f"{parse_cache_dir(record.sha256, record.parser)}/tables.json")
+    data = store.read_json(layout.tables_path(record.sha256, record.parser))
     return [Table.model_validate(item) for item in data]
 
 
@@ -190,7 +178,7 @@ def extract_document(
         extracted_at=now_iso(),
     )
     problem = parse.problem or snapshot.problem
-    output_path = f"documents/{snapshot.key}/extraction_output.json"
+    output_path = layout.extraction_output_path(snapshot.key)
     if problem:
         record.status, record.reason = DocumentStatus(problem.status), f"{problem.stage}: {problem.reason}"
     elif mode == "skip":

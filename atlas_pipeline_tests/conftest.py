@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.settings import AtlasSettings, load_settings
+from atlas_pipeline.ops.settings import AtlasSettings, load_settings
 from atlas_pipeline_tests import corpus
 from atlas_pipeline_tests.servers import S3_CREDENTIALS, create_database, moto_s3_server, postgres_server
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import ParsedDocument, parse_document
-from atlas_pipeline.settings import PROJECT_ROOT
 
 CORPUS = Path(os.environ.get("ATLAS_TEST_CORPUS", PROJECT_ROOT.parent / "shared" / "corpus"))
 SEED_KB = PROJECT_ROOT / "seeds" / "knowledge_base"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 
 BIN = Path(sys.executable).parent
+_PID = re.compile(r"\(pid: (\d+)\)")
 
 
 def run_atlas(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
@@ -54,3 +56,15 @@ def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str | N
         limit=1,
     ).records
     return records[0].asset_materialization.metadata if records else None
+
+
+def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The pid of the process executing the run's steps, once it has started parsing."""
+    started = [e.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)]
+    if "document_parse" not in started:
+        return None
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        match = _PID.search(entry.message or "")
+        if match:
+            return int(match.group(1))
+    return None

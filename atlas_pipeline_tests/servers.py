@@ -271,6 +271,6 @@ def dagster_daemon(env: dict[str, str], folder: Path) -> Iterator[subprocess.Pop
 
 
 def _workspace() -> Path:
-    from atlas_pipeline.instance import project_file
+    from atlas_pipeline.ops.instance import project_file
 
     return project_file("workspace.yaml")

@@ -4,14 +4,14 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from atlas_pipeline.catalog import load_catalog, refresh_catalog
 from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.defs.aggregate_assets import COMPLETION_PATH
 from atlas_pipeline.defs.document_states import collect_document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import extraction_version
-from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
-from atlas_pipeline.storage import Store
+from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import COMPLETION_PATH
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
 
 
@@ -90,6 +90,14 @@ def test_broken_file_ends_failed_with_its_reason_and_others_go_on(pipeline, inst
     assert broken.reason.startswith("parse: not a readable PDF")
     html = read_record(atlas.store(), "plos_one_article.html", "extraction", ExtractionRecord)
     assert html.status == "done"
+    # what a Dagster user sees: the broken document's checks failed with its reason, the good one's passed
+    for name in ("quote_grounding", "value_consistency"):
+        key = dg.AssetCheckKey(dg.AssetKey("document_extraction"), name)
+        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+        evaluations = {r.event.dagster_event.event_specific_data.partition: r for r in history}
+        failed = evaluations["ocrmypdf_invalid.pdf"].event.dagster_event.event_specific_data
+        assert failed.passed is False and "failed: parse: not a readable PDF" in failed.description
+        assert evaluations["plos_one_article.html"].event.dagster_event.event_specific_data.passed is True
 
 
 def test_aggregates_count_every_document_including_failed_and_never_run(pipeline, instance, tmp_path):
@@ -143,7 +151,7 @@ def test_aggregates_count_every_document_including_failed_and_never_run(pipeline
 
 
 def test_definitions_have_the_lineage_of_the_design():
-    from atlas_pipeline.settings import load_settings
+    from atlas_pipeline.ops.settings import load_settings
 
     defs = build_definitions(load_settings({}))
     graph = defs.resolve_asset_graph()

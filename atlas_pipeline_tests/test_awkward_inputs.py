@@ -5,12 +5,12 @@ import shutil
 
 import pytest
 
-from atlas_pipeline.catalog import refresh_catalog
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.knowledge_base import SourceMissingError
+from atlas_pipeline.grading.statuses import TERMINAL
+from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.knowledge.listing import SourceMissingError
 from atlas_pipeline.processing import take_snapshot
-from atlas_pipeline.status import TERMINAL
 from atlas_pipeline_tests.corpus import CORPUS
 
 EXPECTED = {

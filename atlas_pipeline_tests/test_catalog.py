@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from atlas_pipeline.catalog import Catalog, load_catalog, refresh_catalog, scan
-from atlas_pipeline.knowledge_base import KnowledgeBase
-from atlas_pipeline.partition_keys import MAX_KEY_LENGTH, is_safe_key, make_key, slug_for
-from atlas_pipeline.storage import Store
+from atlas_pipeline.knowledge.catalog import Catalog, load_catalog, load_entry, refresh_catalog, save_catalog, scan
+from atlas_pipeline.knowledge.listing import KnowledgeBase
+from atlas_pipeline.knowledge.partition_keys import MAX_KEY_LENGTH, is_safe_key, make_key, slug_for
+from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.corpus import copy_into
 
 RCT_A = "rct/PMC1216327.pdf"
@@ -123,6 +123,30 @@ def test_refresh_persists_the_catalog(knowledge_base, tmp_path):
     store = Store(str(tmp_path / "artifacts"))
     result = refresh_catalog(KnowledgeBase(str(knowledge_base)), store)
     assert load_catalog(store) == result.catalog
+
+
+def test_two_scanners_at_once_lose_nothing_and_runs_read_one_entry(knowledge_base, tmp_path):
+    """The sensor and `atlas run` scan together: each read the catalog before the other saved. Both saves keep
+    every entry (per entry, the later change wins), and a run reads its document's own entry file."""
+    store = Store(str(tmp_path / "artifacts"))
+    kb = KnowledgeBase(str(knowledge_base))
+    stale = load_catalog(store)  # the second scanner's read, before anything was saved
+    copy_into(knowledge_base, RCT_A)
+    first = refresh_catalog(kb, store)
+    (key_a,) = first.new
+    copy_into(knowledge_base, RCT_B)
+    second = scan(stale, kb.list(), kb.sha256)  # knows both files, from an empty catalog
+    assert set(second.new) == {key_a, "PMC3508963.pdf"}
+    (tmp_path / "kb" / "PMC1216327.pdf").write_bytes(b"%PDF-1.4 edited after the second scanner read it")
+    edited = refresh_catalog(kb, store)
+    assert edited.edited == [key_a]
+    save_catalog(store, second.catalog, second.new)  # the slower scanner saves last
+    saved = load_catalog(store)
+    assert set(saved.entries) == {key_a, "PMC3508963.pdf"}
+    assert saved.entries[key_a].sha256 == edited.catalog.entries[key_a].sha256  # the later change won
+    assert load_entry(store, key_a) == saved.entries[key_a]
+    assert load_entry(store, "PMC3508963.pdf") == saved.entries["PMC3508963.pdf"]
+    assert store.exists(f"catalog/entries/{key_a}.json") and load_entry(store, "NOPE.pdf") is None
 
 
 @pytest.mark.parametrize(

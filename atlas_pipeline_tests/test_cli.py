@@ -1,11 +1,13 @@
 """The ``atlas`` command as a user runs it: a real instance under a temporary DAGSTER_HOME."""
 
 import os
+import stat
 import subprocess
 
+import dagster as dg
 import polars as pl
 
-from atlas_pipeline.instance import project_file
+from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import BIN, run_atlas
 from atlas_pipeline_tests.servers import local_env
@@ -37,6 +39,32 @@ def test_run_then_status(tmp_path, knowledge_base):
     assert status.returncode == 0, status.stderr
     assert "3 documents: 3 finished, 0 open" in status.stdout
     assert "PMC1574360.pdf" in status.stdout and "done" in status.stdout
+
+    # exports are for people: readable by the group and others, like any file a tool writes
+    exports = sorted((tmp_path / "exports").iterdir())
+    assert exports and {oct(stat.S_IMODE(path.stat().st_mode)) for path in exports} == {"0o644"}
+
+    # an unchanged knowledge base: nothing is run again (the sensor agrees), and --force redoes what it names
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        runs_before = len(instance.get_runs())
+    again = run_atlas("run", env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "3 unchanged document(s) already extracted with this version: not run again" in again.stdout
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        assert len(instance.get_runs()) == runs_before
+    forced = run_atlas("run", "--only", "PMC1574360.pdf", "--force", env=env, cwd=tmp_path)
+    assert forced.returncode == 0 and "[1/1] PMC1574360.pdf: done" in forced.stdout, forced.stdout + forced.stderr
+
+    # a key that is not there is an error, and nothing is rewritten
+    written = {path.name: path.stat().st_mtime_ns for path in exports}
+    missing = run_atlas("run", "--only", "NOPE.pdf", env=env, cwd=tmp_path)
+    assert missing.returncode == 2 and "atlas: no document NOPE.pdf in" in missing.stderr, missing.stderr
+    assert {path.name: path.stat().st_mtime_ns for path in exports} == written
+
+    # a misspelled setting is named, with the one that was meant
+    typo = run_atlas("status", env={**env, "ATLAS_OCRR": "false"}, cwd=tmp_path)
+    assert typo.returncode == 0
+    assert "ATLAS_OCRR is not an Atlas setting and is ignored (did you mean ATLAS_OCR?)" in typo.stderr
 
 
 def test_invalid_setting_exits_2_naming_the_variable(tmp_path):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from atlas_pipeline.catalog import load_catalog
-from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
-from atlas_pipeline.storage import Store
+from atlas_pipeline.knowledge.catalog import load_catalog
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import run_atlas
 from atlas_pipeline_tests.servers import local_env

@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from atlas_pipeline.instance import project_file
+from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline_tests.corpus import corpus_file
 from atlas_pipeline_tests.helpers import latest_metadata
 from atlas_pipeline_tests.servers import dagster_daemon, watched_folder_env
@@ -103,7 +103,9 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
         "HOME": str(tmp_path),
         "DAGSTER_HOME": str(tmp_path / "home"),
         **watched_folder_env(tmp_path, kb),
+        "ATLAS_KNOWLEDGE_BASE": "kb",  # relative to where `atlas dev` starts, as in `make dev`
     }
+    shutil.copyfile(project_file("dagster.yaml"), tmp_path / "dagster.yaml")  # like the repository root
     atlas = str(Path(sys.executable).parent / "atlas")
     log = (tmp_path / "dev.log").open("wb")
     process = subprocess.Popen(
@@ -132,6 +134,9 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
             raise
         log.close()
     assert process.returncode is not None
+    said = (tmp_path / "dev.log").read_text()
+    for noise in ("will not be used", "SupersessionWarning", "Traceback"):  # nothing alarming for a new user
+        assert noise not in said, said[-3000:]
     time.sleep(2)
     leftovers = subprocess.run(["pgrep", "-s", str(process.pid)], capture_output=True, text=True).stdout.split()
     assert leftovers == [], f"processes left behind: {leftovers}"

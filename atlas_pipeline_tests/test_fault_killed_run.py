@@ -2,7 +2,6 @@
 run retries (dagster.yaml: run_retries, retry_on_asset_or_op_failure false) without a manual step."""
 
 import os
-import re
 import shutil
 import signal
 import time
@@ -10,25 +9,12 @@ import time
 import dagster as dg
 import pytest
 
-from atlas_pipeline.instance import project_file
+from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline_tests.corpus import corpus_file
-from atlas_pipeline_tests.helpers import latest_metadata
+from atlas_pipeline_tests.helpers import latest_metadata, run_worker_pid
 from atlas_pipeline_tests.servers import dagster_daemon, watched_folder_env
 
 pytestmark = pytest.mark.daemon
-PID = re.compile(r"\(pid: (\d+)\)")
-
-
-def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
-    """The pid of the process executing the run's steps, once it has started parsing."""
-    started = [e.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)]
-    if "document_parse" not in started:
-        return None
-    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
-        match = PID.search(entry.message or "")
-        if match:
-            return int(match.group(1))
-    return None
 
 
 def test_killed_run_is_retried_and_the_document_lands(tmp_path):

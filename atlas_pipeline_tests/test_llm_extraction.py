@@ -8,7 +8,6 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from atlas_pipeline.catalog import refresh_catalog, sha256_of
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -16,11 +15,13 @@ from atlas_pipeline.extraction.extractor import split_chunks
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.checks import fields_needing_review
+from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
+from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.processing import parse_snapshot
-from atlas_pipeline.records import ExtractionRecord, SnapshotRecord, read_record, snapshot_blob_path
-from atlas_pipeline.settings import PROJECT_ROOT, load_settings
-from atlas_pipeline.storage import Store
+from atlas_pipeline.store import layout
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into, corpus_file
 from atlas_pipeline_tests.helpers import run_atlas
 from atlas_pipeline_tests.servers import local_env, scripted_openai_server
@@ -88,7 +89,7 @@ def parse_cache(tmp_path_factory):
     store = Store(str(folder))
     data = corpus_file(f"rct/{KEY}").read_bytes()
     snapshot = SnapshotRecord(key=KEY, source_path=KEY, source_url=KEY, sha256=sha256_of(data), taken_at="-")
-    store.write_bytes(snapshot_blob_path(snapshot.sha256), data)
+    store.write_bytes(layout.snapshot_path(snapshot.sha256), data)
     parse_snapshot(store, snapshot, ParseOptions())
     return folder / "parsed"
 

@@ -12,10 +12,10 @@ import pytest
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.exports import EXPORT_STEM, FIELDS_STEM
-from atlas_pipeline.records import ParseRecord, read_record
-from atlas_pipeline.settings import PROJECT_ROOT, load_settings
-from atlas_pipeline.storage import Store, filesystem_for
+from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
+from atlas_pipeline.store.files import Store, filesystem_for
+from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM
+from atlas_pipeline.store.records import ParseRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import SensorHarness, run_atlas
 from atlas_pipeline_tests.servers import S3_CREDENTIALS, create_database, local_env
@@ -147,7 +147,7 @@ def test_migrate_refuses_a_folder_that_is_not_a_dagster_home(tmp_path):
 
 
 def test_copy_is_verified_and_resumable(tmp_path):
-    from atlas_pipeline.migration import MigrationError, copy_store
+    from atlas_pipeline.ops.migration import MigrationError, copy_store
 
     source, target = Store(str(tmp_path / "a")), Store(str(tmp_path / "b"))
     source.write_bytes("x/one.json", b"1")

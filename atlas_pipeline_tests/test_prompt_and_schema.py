@@ -8,7 +8,7 @@ import pytest
 from atlas_pipeline.extraction.prompt import BEGIN_RULES, END_RULES, RULES_GUARD, build_messages, neutralise
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.extraction.templates import CustomField, TemplateError, assemble_template, load_template
-from atlas_pipeline.settings import PROJECT_ROOT
+from atlas_pipeline.ops.settings import PROJECT_ROOT
 
 TEMPLATES = PROJECT_ROOT / "seeds" / "templates"
 

@@ -12,11 +12,11 @@ import dagster as dg
 import pytest
 
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.settings import PROJECT_ROOT, load_settings
-from atlas_pipeline.status import TERMINAL
+from atlas_pipeline.grading.statuses import TERMINAL
+from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline_tests.corpus import CORPUS, SEED_KB
+from atlas_pipeline_tests.helpers import run_worker_pid
 from atlas_pipeline_tests.servers import create_database, dagster_daemon, postgres_server, watched_folder_env
-from atlas_pipeline_tests.test_fault_killed_run import run_worker_pid
 
 pytestmark = pytest.mark.daemon
 KILL_TARGET = "PMC3508963_image_only_200dpi.pdf"

@@ -4,10 +4,10 @@ import polars as pl
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.knowledge_base import KnowledgeBase
-from atlas_pipeline.records import ExtractionRecord, read_record
-from atlas_pipeline.settings import load_settings
-from atlas_pipeline.storage import filesystem_for
+from atlas_pipeline.knowledge.listing import KnowledgeBase
+from atlas_pipeline.ops.settings import load_settings
+from atlas_pipeline.store.files import filesystem_for
+from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import corpus_file
 from atlas_pipeline_tests.helpers import SensorHarness
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_pipeline.settings import PROJECT_ROOT, SettingsError, describe_settings, load_settings
+from atlas_pipeline.ops.settings import PROJECT_ROOT, SettingsError, describe_settings, load_settings
 
 
 def test_defaults_resolve_to_absolute_local_paths(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 import pytest
 
-from atlas_pipeline.storage import Store, StoreError
+from atlas_pipeline.store.files import Store, StoreError
 
 
 def test_round_trip_and_atomic_replace(tmp_path):

@@ -20,8 +20,8 @@ from pathlib import Path
 import pymupdf
 import pymupdf4llm
 
+from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import parse_document
-from atlas_pipeline.settings import PROJECT_ROOT
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
 

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from atlas_pipeline.catalog import load_catalog, refresh_catalog
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.instance import project_file
+from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
+from atlas_pipeline.ops.instance import project_file
+from atlas_pipeline.ops.runs import run_documents
+from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
-from atlas_pipeline.records import ExtractionRecord, read_record
-from atlas_pipeline.runs import run_documents
-from atlas_pipeline.settings import PROJECT_ROOT, load_settings
+from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers import scripted_openai_server
 from bench.report import table, write_report
 from eval.fidelity import CORPUS

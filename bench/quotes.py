@@ -16,7 +16,7 @@ from rapidfuzz.distance import Levenshtein
 
 from atlas_pipeline.grading.quotes import match_quote
 from atlas_pipeline.grading.text import normalize, tokenize
-from atlas_pipeline.settings import PROJECT_ROOT
+from atlas_pipeline.ops.settings import PROJECT_ROOT
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
 

@@ -2,12 +2,12 @@
 
 import dagster as dg
 
-from atlas_pipeline.completion import summarise
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.exports import write_exports
+from atlas_pipeline.outputs.completion import summarise
+from atlas_pipeline.outputs.exports import write_exports
+from atlas_pipeline.store.layout import COMPLETION_PATH
 
 GROUP = "aggregates"
-COMPLETION_PATH = "aggregates/task_completion.json"
 
 # Eager automation never fires while any upstream partition is missing or failed; this one fires after any
 # document lands (or fails after its snapshot) once nothing upstream is still running.

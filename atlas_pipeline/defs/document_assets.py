@@ -12,7 +12,6 @@ from typing import TypeVar
 
 import dagster as dg
 
-from atlas_pipeline.catalog import load_catalog
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
@@ -23,16 +22,16 @@ from atlas_pipeline.grading.checks import (
     document_checks,
     fields_needing_review,
 )
+from atlas_pipeline.knowledge.catalog import load_catalog
+from atlas_pipeline.ops.redaction import redact, secrets_masked_in_errors
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, load_markdown, parse_snapshot, take_snapshot
-from atlas_pipeline.records import ParseRecord, Problem, SnapshotRecord, read_record
-from atlas_pipeline.redaction import redact, secrets_masked_in_errors
-from atlas_pipeline.storage import Store
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ParseRecord, Problem, SnapshotRecord, read_record
 
 GROUP = "documents"
 PREVIEW_CHARS = 1500
 T = TypeVar("T")
-DOCUMENT_ASSET_NAMES = ["document_snapshot", "document_text", "document_tables", "document_extraction"]
 
 
 def _require(value: T | None, what: str, key: str) -> T:

@@ -11,15 +11,15 @@ import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 from dagster._utils.error import SerializableErrorInfo
 
-from atlas_pipeline.catalog import Catalog, CatalogEntry
-from atlas_pipeline.completion import DocumentState
-from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
-from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
-from atlas_pipeline.redaction import redact
-from atlas_pipeline.status import DocumentStatus
-from atlas_pipeline.storage import Store
+from atlas_pipeline.grading.statuses import DocumentStatus
+from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
+from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
 DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES]
@@ -164,3 +164,16 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
         if entry.sha256 and str(made_from).startswith(entry.sha256):
             done.add(entry.key)
     return done
+
+
+def aggregates_up_to_date(instance: dg.DagsterInstance) -> bool:
+    """Whether every aggregate was materialised after the newest document extraction (by any run: the sensor's,
+    ``atlas run``'s, the UI's) — refreshing them again would rewrite the same figures and files."""
+    newest_extraction = instance.get_latest_materialization_event(dg.AssetKey("document_extraction"))
+    for name in AGGREGATE_ASSET_NAMES:
+        aggregate = instance.get_latest_materialization_event(dg.AssetKey(name))
+        if aggregate is None:
+            return False
+        if newest_extraction is not None and aggregate.timestamp < newest_extraction.timestamp:
+            return False
+    return True

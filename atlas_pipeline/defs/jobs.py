@@ -3,7 +3,7 @@
 import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
-from atlas_pipeline.defs.document_assets import DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
 
 document_job = dg.define_asset_job(

@@ -1,60 +1,52 @@
 """The ``atlas`` resource: the settings a run needs, and the stores and seed data built from them."""
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from atlas_pipeline.catalog import Catalog, CatalogEntry, load_catalog, load_entry
-from atlas_pipeline.completion import DocumentState
-from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
+from atlas_pipeline.defs.document_states import collect_document_states
 from atlas_pipeline.extraction.rules import Rule, load_rule
 from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
-from atlas_pipeline.knowledge_base import KnowledgeBase
+from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog, load_entry
+from atlas_pipeline.knowledge.listing import KnowledgeBase
+from atlas_pipeline.ops.settings import AtlasSettings, PdfEngine, PostprocessMode, StructuredOutput
+from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.parsing import ParseOptions
-from atlas_pipeline.processing import ParseLimits
-from atlas_pipeline.settings import AtlasSettings
-from atlas_pipeline.storage import Store
+from atlas_pipeline.parsing.bounded import ParseLimits
+from atlas_pipeline.store.files import Store
+
+if TYPE_CHECKING:
+    from atlas_pipeline.extraction.llm import LLMClient
 
 
 class AtlasResource(dg.ConfigurableResource):
-    """Locations and parse options of one deployment (filled from ``ATLAS_*`` settings)."""
+    """Locations and parse options of one deployment: the ``AtlasSettings`` a run needs, copied by name (see
+    ``from_settings``; the settings hold the defaults, the descriptions and the validation)."""
 
     knowledge_base: str
     artifacts: str
     exports: str
     seeds_dir: str
-    rule: str = "default"
-    ocr: bool = True
-    ocr_language: str = "eng"
-    ocr_max_text_chars: int = 200
-    pdf_engine: str = "layout"
-    max_document_mb: float = 200.0
-    parse_timeout_seconds: float = 600.0
-    parse_memory_mb: float = 4096.0
-    postprocess_mode: str = "auto"
-    llm_configured: bool = False  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
-    llm_model: str = ""
+    rule: str
+    ocr: bool
+    ocr_language: str
+    ocr_max_text_chars: int
+    pdf_engine: PdfEngine
+    max_document_mb: float
+    parse_timeout_seconds: float
+    parse_memory_mb: float
+    postprocess_mode: PostprocessMode
+    llm_model: str
+    llm_configured: bool  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
 
     @classmethod
-    def from_settings(cls, settings: AtlasSettings) -> "AtlasResource":
-        return cls(
-            knowledge_base=settings.knowledge_base,
-            artifacts=settings.artifacts,
-            exports=settings.exports,
-            seeds_dir=settings.seeds_dir,
-            rule=settings.rule,
-            ocr=settings.ocr,
-            ocr_language=settings.ocr_language,
-            ocr_max_text_chars=settings.ocr_max_text_chars,
-            pdf_engine=settings.pdf_engine,
-            max_document_mb=settings.max_document_mb,
-            parse_timeout_seconds=settings.parse_timeout_seconds,
-            parse_memory_mb=settings.parse_memory_mb,
-            postprocess_mode=settings.postprocess_mode,
-            llm_configured=bool(settings.llm_base_url),
-            llm_model=settings.llm_model,
-        )
+    def from_settings(cls, settings: AtlasSettings) -> AtlasResource:
+        shared = {name: getattr(settings, name) for name in cls.model_fields if name in AtlasSettings.model_fields}
+        return cls(**shared, llm_configured=bool(settings.llm_base_url))
 
     def store(self) -> Store:
         return Store(self.artifacts)
@@ -94,8 +86,6 @@ class AtlasResource(dg.ConfigurableResource):
 
     def document_states(self, instance: dg.DagsterInstance, only: list[str] | None = None) -> list[DocumentState]:
         """Where every known document (or just ``only``) stands now (see ``collect_document_states``)."""
-        from atlas_pipeline.defs.document_states import collect_document_states
-
         store = self.store()
         return collect_document_states(instance, store, load_catalog(store), self.extraction_version(), only)
 
@@ -118,35 +108,29 @@ class AtlasResource(dg.ConfigurableResource):
 
 
 class LLMResource(dg.ConfigurableResource):
-    """An OpenAI-compatible endpoint. The key is an ``EnvVar``: resolved at run time, never shown or stored."""
+    """An OpenAI-compatible endpoint: the ``ATLAS_LLM_*`` settings, copied by name. The key is an ``EnvVar``:
+    resolved at run time, never shown or stored."""
 
-    base_url: str = ""
-    model: str = "gpt-4o-mini"
-    api_key: str = ""
-    timeout_seconds: float = 120.0
-    max_retries: int = 4
-    backoff_seconds: float = 2.0
-    structured_output: str = "json_schema"
-    max_tokens: int = 4096
+    base_url: str
+    model: str
+    api_key: str
+    timeout_seconds: float
+    max_retries: int
+    backoff_seconds: float
+    structured_output: StructuredOutput
+    max_tokens: int
 
     @classmethod
-    def from_settings(cls, settings: AtlasSettings) -> "LLMResource":
+    def from_settings(cls, settings: AtlasSettings) -> LLMResource:
+        shared = {name: getattr(settings, f"llm_{name}") for name in cls.model_fields if name != "api_key"}
         has_key = bool(settings.llm_api_key.get_secret_value())
-        return cls(
-            base_url=settings.llm_base_url,
-            model=settings.llm_model,
-            api_key=dg.EnvVar("ATLAS_LLM_API_KEY") if has_key else "",
-            timeout_seconds=settings.llm_timeout_seconds,
-            max_retries=settings.llm_max_retries,
-            backoff_seconds=settings.llm_backoff_seconds,
-            structured_output=settings.llm_structured_output,
-            max_tokens=settings.llm_max_tokens,
-        )
+        return cls(**shared, api_key=dg.EnvVar("ATLAS_LLM_API_KEY") if has_key else "")
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url)
 
     def client(self, cache: Store | None) -> LLMClient:
-        config = LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__})
-        return LLMClient(config, cache=cache)
+        from atlas_pipeline.extraction.llm import LLMClient, LLMConfig  # openai loads only where an LLM is called
+
+        return LLMClient(LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__}), cache)

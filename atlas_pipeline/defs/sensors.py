@@ -5,13 +5,13 @@ import json
 
 import dagster as dg
 
-from atlas_pipeline.catalog import refresh_catalog
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
 from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.defs.jobs import aggregates_job, document_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.settings import AtlasSettings
+from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.ops.settings import AtlasSettings
 
 
 def decode_cursor(cursor: str | None) -> dict[str, str]:

@@ -25,10 +25,10 @@ from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.grading.consistency import Violation
 from atlas_pipeline.grading.fields import TIER_RANK, FieldResult, apply_checks, document_status, grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
+from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.grading.text import tokenize
 from atlas_pipeline.grading.values import numbers_in  # noqa: F401  (public here before grading/ existed)
 from atlas_pipeline.parsing.model import Table
-from atlas_pipeline.status import DocumentStatus
 
 _PAGE_MARKER = re.compile(r"<!--\s*page\s+(\d+)\s*-->")
 

@@ -29,13 +29,14 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
-from atlas_pipeline.redaction import redact
-from atlas_pipeline.storage import Store
+from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.ops.settings import StructuredOutput, setting_default
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import llm_cache_path
 
 LOG = logging.getLogger("atlas.llm")
 # json_schema (OpenAI, vLLM, Ollama) → json_object + schema (llama.cpp) → plain json_object
 FORMAT_FALLBACK = {"json_schema": "json_object_schema", "json_object_schema": "json_object"}
-CACHE_PREFIX = "llm_cache"
 TRANSIENT_STATUS = (408, 409, 429)  # request timeout, conflict, rate limit: worth another try (and every 5xx)
 _REJECTION_PHRASES = ("input should be", "not supported", "unsupported", "invalid", "unknown", "must be", "expected")
 
@@ -64,14 +65,16 @@ class LLMResponseError(LLMError):
 
 @dataclass
 class LLMConfig:
+    """One endpoint and model. The defaults are the ``ATLAS_LLM_*`` settings' (defined there once)."""
+
     base_url: str
-    model: str
+    model: str = field(default=setting_default("llm_model"))
     api_key: str = field(repr=False, default="")
-    timeout_seconds: float = 120.0
-    max_retries: int = 4
-    backoff_seconds: float = 2.0
-    structured_output: str = "json_schema"
-    max_tokens: int = 4096
+    timeout_seconds: float = field(default=setting_default("llm_timeout_seconds"))
+    max_retries: int = field(default=setting_default("llm_max_retries"))
+    backoff_seconds: float = field(default=setting_default("llm_backoff_seconds"))
+    structured_output: StructuredOutput = field(default=setting_default("llm_structured_output"))
+    max_tokens: int = field(default=setting_default("llm_max_tokens"))
 
 
 @dataclass
@@ -248,7 +251,7 @@ class LLMClient:
     def complete(self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel]) -> LLMAnswer:
         key = cache_key(self.config.model, messages, schema)
         if self.cache is not None:
-            cached = self.cache.read_json_or(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", None)
+            cached = self.cache.read_json_or(llm_cache_path(key), None)
             if cached is not None:  # no request now; the tokens are what the answer cost when it was made
                 spent = cached.get("usage") or {}
                 usage = Usage(
@@ -287,7 +290,7 @@ class LLMClient:
         if self.cache is not None:
             spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
             entry = {"model": self.config.model, "data": data, "usage": spent}
-            self.cache.write_json(f"{CACHE_PREFIX}/{key[:2]}/{key}.json", entry)
+            self.cache.write_json(llm_cache_path(key), entry)
         return LLMAnswer(data=data, usage=usage, cached=False)
 
     @staticmethod

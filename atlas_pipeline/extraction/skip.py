@@ -10,7 +10,7 @@ from typing import Any
 
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.templates import Template
-from atlas_pipeline.records import ParseRecord, SnapshotRecord
+from atlas_pipeline.store.records import ParseRecord, SnapshotRecord
 
 WRAPPER_SCHEMA = "atlas.skip_wrapper/1"
 

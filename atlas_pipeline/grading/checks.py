@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_pipeline.grading.fields import REVIEW_TIERS
-from atlas_pipeline.records import ExtractionRecord
-from atlas_pipeline.status import DocumentStatus
+from atlas_pipeline.grading.statuses import DocumentStatus
+from atlas_pipeline.store.records import ExtractionRecord
 
 QUOTE_GROUNDING = "quote_grounding"
 VALUE_CONSISTENCY = "value_consistency"

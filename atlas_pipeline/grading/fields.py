@@ -24,8 +24,8 @@ from typing import Any
 
 from atlas_pipeline.grading.consistency import ConsistencyCheck, Violation, evaluate
 from atlas_pipeline.grading.locations import EvidenceScope
+from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.grading.values import value_support
-from atlas_pipeline.status import DocumentStatus
 
 DONE_AT = 0.9
 PARTIAL_AT = 0.5

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -33,6 +34,15 @@ POLL_SECONDS = 0.2
 _ERRORS: dict[str, type[DocumentError]] = {
     cls.__name__: cls for cls in (UnreadableDocumentError, LockedDocumentError, UnsupportedDocumentError)
 }
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """Per-document parse limits (``ATLAS_PARSE_TIMEOUT_SECONDS``, ``ATLAS_PARSE_MEMORY_MB``); where none are given
+    a document is parsed in the calling process without limits (the library's own behaviour)."""
+
+    seconds: float
+    memory_mb: float
 
 
 class ParseLimitError(UnreadableDocumentError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from fsspec.implementations.local import LocalFileSystem
 
-from atlas_pipeline.storage import filesystem_for
+from atlas_pipeline.store.files import filesystem_for
 
 # Files a person did not mean as documents: editor/OS droppings and partial downloads.
 IGNORED_SUFFIXES = (".part", ".crdownload", ".tmp", ".swp")
@@ -72,13 +72,17 @@ class KnowledgeBase:
         self.fs, self.root = filesystem_for(location)
         self.local = isinstance(self.fs, LocalFileSystem)
 
-    def list(self) -> list[SourceFile]:
-        """Every document file below the root, sorted by path (see the module docstring for what is left out or
-        listed with a problem)."""
+    def check(self) -> None:
+        """Raise ``KnowledgeBaseError`` unless the knowledge base is a folder or prefix that exists."""
         if not self.fs.exists(self.root):
             raise KnowledgeBaseError(f"knowledge base not found: {self.location}")
         if not self.fs.isdir(self.root):
             raise KnowledgeBaseError(f"the knowledge base must be a folder or prefix, not a file: {self.location}")
+
+    def list(self) -> list[SourceFile]:
+        """Every document file below the root, sorted by path (see the module docstring for what is left out or
+        listed with a problem)."""
+        self.check()
         files = self._list_local() if self.local else self._list_remote()
         return sorted((self._limited(source) for source in files), key=lambda f: f.path)
 

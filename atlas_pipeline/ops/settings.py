@@ -13,13 +13,13 @@ import shutil
 import subprocess
 import warnings
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "ATLAS_"
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SettingsError(ValueError):
@@ -59,6 +59,12 @@ def tesseract_languages() -> frozenset[str] | None:
     return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("List of"))
 
 
+PdfEngine = Literal["layout", "legacy"]
+PostprocessMode = Literal["auto", "skip", "llm"]
+StructuredOutput = Literal["json_schema", "json_object_schema", "json_object"]
+ExecutorName = Literal["in_process", "multiprocess", "k8s", "celery"]
+
+
 class AtlasSettings(BaseSettings):
     """Settings of one Atlas deployment. Field ``foo`` is read from ``ATLAS_FOO``."""
 
@@ -91,7 +97,7 @@ class AtlasSettings(BaseSettings):
         description="Pages whose own text layer has more characters than this are not OCR'd (-1: always let "
         "pymupdf4llm decide, which also OCRs figures).",
     )
-    pdf_engine: Literal["layout", "legacy"] = Field(
+    pdf_engine: PdfEngine = Field(
         "layout",
         description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (no layout model, no tables).",
     )
@@ -105,7 +111,7 @@ class AtlasSettings(BaseSettings):
         description="Memory limit (resident MB) of the process parsing one document; past it the "
         "document fails with that reason.",
     )
-    postprocess_mode: Literal["auto", "skip", "llm"] = Field(
+    postprocess_mode: PostprocessMode = Field(
         "auto", description="'auto': llm when ATLAS_LLM_BASE_URL is set, else the rule's mode; or force skip/llm."
     )
     llm_base_url: str = Field("", description="OpenAI-compatible endpoint, e.g. https://api.openai.com/v1.")
@@ -118,13 +124,13 @@ class AtlasSettings(BaseSettings):
     llm_backoff_seconds: float = Field(
         2.0, ge=0, le=300, description="First retry delay; doubles each retry, plus random jitter."
     )
-    llm_structured_output: Literal["json_schema", "json_object_schema", "json_object"] = Field(
+    llm_structured_output: StructuredOutput = Field(
         "json_schema",
         description="First output mode to ask for: json_schema (OpenAI-style), json_object_schema (llama.cpp), "
         "json_object; a server that rejects one gets the next.",
     )
     llm_max_tokens: int = Field(4096, ge=64, le=200_000, description="Maximum tokens of one LLM answer.")
-    executor: Literal["in_process", "multiprocess", "k8s", "celery"] = Field(
+    executor: ExecutorName = Field(
         "in_process",
         description="Dagster executor of the jobs: in_process (one process per run), multiprocess, or a scale-out "
         "executor (k8s, celery: needs the `scale-out` extra); see docs/operations.md.",
@@ -153,19 +159,10 @@ class AtlasSettings(BaseSettings):
             raise ValueError("must not be empty")
         return resolve_location(value.strip())
 
-    def resolved_mode(self, rule_mode: str) -> str:
-        """The postprocess mode in force: forced by ATLAS_POSTPROCESS_MODE, else llm when an endpoint is set."""
-        if self.postprocess_mode != "auto":
-            return self.postprocess_mode
-        return "llm" if self.llm_base_url else rule_mode
 
-    @property
-    def templates_dir(self) -> Path:
-        return Path(self.seeds_dir) / "templates"
-
-    @property
-    def rules_dir(self) -> Path:
-        return Path(self.seeds_dir) / "rules"
+def setting_default(name: str) -> Any:
+    """The default of setting ``name``, for library classes that take the same knob (one definition of it)."""
+    return AtlasSettings.model_fields[name].get_default(call_default_factory=True)
 
 
 # ATLAS_* variables that are not settings of this model but are read elsewhere

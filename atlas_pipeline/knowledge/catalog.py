@@ -15,14 +15,12 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
-from atlas_pipeline.knowledge_base import KnowledgeBase, SourceFile, SourceMissingError
+from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceFile, SourceMissingError
+from atlas_pipeline.knowledge.partition_keys import make_key
 from atlas_pipeline.parsing.errors import DocumentError
 from atlas_pipeline.parsing.media import detect_media_type
-from atlas_pipeline.partition_keys import make_key
-from atlas_pipeline.storage import Store
-
-CATALOG_PATH = "catalog/documents.json"
-ENTRIES_DIR = "catalog/entries"  # one file per document, for runs that need one entry
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import CATALOG_PATH, catalog_entry_path
 
 
 def now_iso() -> str:
@@ -137,7 +135,7 @@ def scan(
     extension fits the bytes names the source (``head(path)`` gives the first bytes to tell).
     """
     updated = catalog.model_copy(deep=True)
-    stamp = now_iso()
+    stamp = datetime.now(UTC).isoformat(timespec="microseconds")  # orders entries changed by concurrent scans
     result = ScanResult(catalog=updated, stamp=stamp)
     entries = updated.entries
     path_index = updated.by_path()
@@ -280,10 +278,6 @@ def _rename(catalog: Catalog, result: ScanResult, twin: CatalogEntry, path: str,
     return twin
 
 
-def entry_path(key: str) -> str:
-    return f"{ENTRIES_DIR}/{key}.json"
-
-
 def load_catalog(store: Store) -> Catalog:
     return Catalog.model_validate(store.read_json_or(CATALOG_PATH, {"entries": {}}))
 
@@ -291,7 +285,7 @@ def load_catalog(store: Store) -> Catalog:
 def load_entry(store: Store, key: str) -> CatalogEntry | None:
     """One document's entry — its own small file when it has one (a run reads one entry, not the whole catalog of a
     large knowledge base), else from the catalog."""
-    data = store.read_json_or(entry_path(key), None)
+    data = store.read_json_or(catalog_entry_path(key), None)
     if data is not None:
         return CatalogEntry.model_validate(data)
     return load_catalog(store).entries.get(key)
@@ -305,14 +299,18 @@ def save_catalog(store: Store, catalog: Catalog, changed: Iterable[str] = ()) ->
     merged = dict(stored.entries)
     for key, entry in catalog.entries.items():
         theirs = merged.get(key)
-        if theirs is None or entry.updated >= theirs.updated:
+        if theirs is None or _changed_at(entry) >= _changed_at(theirs):
             merged[key] = entry
     result = Catalog(entries=dict(sorted(merged.items())))
     store.write_json(CATALOG_PATH, result.model_dump(mode="json"))
     for key in dict.fromkeys(changed):
         if key in result.entries:
-            store.write_json(entry_path(key), result.entries[key].model_dump(mode="json"))
+            store.write_json(catalog_entry_path(key), result.entries[key].model_dump(mode="json"))
     return result
+
+
+def _changed_at(entry: CatalogEntry) -> datetime:
+    return datetime.fromisoformat(entry.updated)
 
 
 def refresh_catalog(knowledge_base: KnowledgeBase, store: Store, budget_seconds: float = float("inf")) -> ScanResult:

@@ -12,9 +12,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from atlas_pipeline.redaction import redact
-from atlas_pipeline.status import DocumentStatus
-from atlas_pipeline.storage import Store
+from atlas_pipeline.grading.statuses import DocumentStatus
+from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import record_path
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
 
@@ -106,18 +107,6 @@ class ExtractionRecord(BaseModel):
     extracted_at: str
     seconds: float = 0.0  # extraction step alone
     processing_seconds: float = 0.0  # snapshot + parse + extraction
-
-
-def snapshot_blob_path(sha256: str) -> str:
-    return f"snapshots/{sha256[:2]}/{sha256}"
-
-
-def parse_cache_dir(sha256: str, parser: str) -> str:
-    return f"parsed/{parser}/{sha256[:2]}/{sha256}"
-
-
-def record_path(key: str, stage: str) -> str:
-    return f"documents/{key}/{stage}.json"
 
 
 def write_record(store: Store, key: str, stage: str, record: BaseModel) -> str:

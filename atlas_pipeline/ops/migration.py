@@ -27,8 +27,8 @@ import dagster as dg
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 from dagster._time import datetime_from_timestamp
 
-from atlas_pipeline.completion import DocumentState
-from atlas_pipeline.storage import Store
+from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.store.files import Store
 
 Progress = Callable[[str], None]
 
@@ -113,11 +113,6 @@ def copy_store(
         if progress and (number % 200 == 0 or number == len(paths)):
             progress(f"{source.location} → {target.location}: {number}/{len(paths)} objects")
     return report
-
-
-def is_derived_artifact(relative: str) -> bool:
-    """Artifacts a deployment recomputes from its own history (task completion), unlike snapshots and records."""
-    return relative.startswith("aggregates/")
 
 
 def unfinished_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:

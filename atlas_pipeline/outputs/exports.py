@@ -7,14 +7,13 @@ import json
 
 import polars as pl
 
-from atlas_pipeline.completion import DocumentState, TaskCompletion
 from atlas_pipeline.grading.fields import REVIEW_TIERS
-from atlas_pipeline.redaction import redact_value, secret_values
-from atlas_pipeline.storage import Store
-from atlas_pipeline.workbook import truncate_for_cells, workbook_bytes
+from atlas_pipeline.ops.redaction import redact_value, secret_values
+from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
+from atlas_pipeline.outputs.workbook import truncate_for_cells, workbook_bytes
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM, export_path
 
-EXPORT_STEM = "atlas_documents"
-FIELDS_STEM = "atlas_fields"
 FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
 SCHEMA = {
@@ -216,10 +215,12 @@ def write_exports(store: Store, states: list[DocumentState], completion: TaskCom
     workbook = workbook_bytes(
         documents, extractions_frame(fields), fields, completion_frame(completion), skip_mode=skip_mode
     )
-    written = {"xlsx": store.write_bytes(f"{EXPORT_STEM}.xlsx", workbook)}
+    written = {"xlsx": store.write_bytes(export_path(EXPORT_STEM, "xlsx"), workbook)}
     for fmt in FORMATS[1:]:
-        written[fmt] = store.write_bytes(f"{EXPORT_STEM}.{fmt}", _encode(documents, fmt, f"{EXPORT_STEM}.parquet"))
+        written[fmt] = store.write_bytes(
+            export_path(EXPORT_STEM, fmt), _encode(documents, fmt, export_path(EXPORT_STEM, "parquet"))
+        )
         written[f"fields_{fmt}"] = store.write_bytes(
-            f"{FIELDS_STEM}.{fmt}", _encode(fields, fmt, f"{FIELDS_STEM}.parquet")
+            export_path(FIELDS_STEM, fmt), _encode(fields, fmt, export_path(FIELDS_STEM, "parquet"))
         )
     return written

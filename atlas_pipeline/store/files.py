@@ -16,7 +16,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from atlas_pipeline.settings import is_url
+from atlas_pipeline.ops.settings import is_url
 
 
 def _file_mode() -> int:

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from atlas_pipeline.settings import PROJECT_ROOT
+from atlas_pipeline.ops.settings import PROJECT_ROOT
 
 DEFAULT_HOME = Path("var/dagster_home")
 

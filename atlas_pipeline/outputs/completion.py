@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from atlas_pipeline.catalog import now_iso
-from atlas_pipeline.records import ExtractionRecord, ParseRecord, SnapshotRecord
-from atlas_pipeline.status import ORDER, TERMINAL, DocumentStatus
+from atlas_pipeline.grading.statuses import ORDER, TERMINAL, DocumentStatus
+from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord
 
 
 @dataclass

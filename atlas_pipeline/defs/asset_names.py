@@ -1,0 +1,7 @@
+"""The names of the pipeline's assets, for the modules that refer to assets they do not define (jobs, states read
+from the instance, the CLI) — kept apart from the asset code so that naming an asset never imports it."""
+
+# per document (partitioned by ``partitions.documents_partitions``), in pipeline order
+DOCUMENT_ASSET_NAMES = ("document_snapshot", "document_text", "document_tables", "document_extraction")
+# over every document
+AGGREGATE_ASSET_NAMES = ("task_completion", "extraction_exports")

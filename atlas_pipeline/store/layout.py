@@ -1,0 +1,79 @@
+"""Where every artifact lives in the stores — each path is defined here and nowhere else.
+
+The artifact store (``ATLAS_ARTIFACTS``)::
+
+    snapshots/<ab>/<sha256>                        a document's bytes, content-addressed, never overwritten
+    parsed/<parser>/<ab>/<sha256>/parse.json       a parse, cached per (bytes, parser fingerprint)
+                                  document.md      its markdown
+                                  tables.json      its tables
+    documents/<key>/<stage>.json                   the latest record of each partition: snapshot, parse, extraction
+    documents/<key>/extraction_output.json         the extraction itself: fields, quotes, grades, locations
+    catalog/documents.json                         the catalog: every document found, removals, duplicates
+    catalog/entries/<key>.json                     one catalog entry, what a single-document run reads
+    llm_cache/<ab>/<request hash>.json             LLM answers by request, with their original usage
+    aggregates/task_completion.json                task completion figures (derived: rebuilt, never migrated over)
+
+The export store (``ATLAS_EXPORTS``): ``atlas_documents.{xlsx,csv,parquet,jsonl}`` (one row per document) and
+``atlas_fields.{csv,parquet,jsonl}`` (one row per extracted field).
+
+Paths are relative to their store, so records keep working when a store moves (``atlas migrate``).
+"""
+
+from __future__ import annotations
+
+SNAPSHOTS = "snapshots"
+PARSED = "parsed"
+DOCUMENTS = "documents"
+CATALOG_PATH = "catalog/documents.json"
+CATALOG_ENTRIES = "catalog/entries"
+LLM_CACHE = "llm_cache"
+AGGREGATES = "aggregates"
+COMPLETION_PATH = f"{AGGREGATES}/task_completion.json"
+
+EXPORT_STEM = "atlas_documents"
+FIELDS_STEM = "atlas_fields"
+
+
+def snapshot_path(sha256: str) -> str:
+    return f"{SNAPSHOTS}/{sha256[:2]}/{sha256}"
+
+
+def parse_dir(sha256: str, parser: str) -> str:
+    return f"{PARSED}/{parser}/{sha256[:2]}/{sha256}"
+
+
+def parse_record_path(sha256: str, parser: str) -> str:
+    return f"{parse_dir(sha256, parser)}/parse.json"
+
+
+def markdown_path(sha256: str, parser: str) -> str:
+    return f"{parse_dir(sha256, parser)}/document.md"
+
+
+def tables_path(sha256: str, parser: str) -> str:
+    return f"{parse_dir(sha256, parser)}/tables.json"
+
+
+def record_path(key: str, stage: str) -> str:
+    return f"{DOCUMENTS}/{key}/{stage}.json"
+
+
+def extraction_output_path(key: str) -> str:
+    return f"{DOCUMENTS}/{key}/extraction_output.json"
+
+
+def catalog_entry_path(key: str) -> str:
+    return f"{CATALOG_ENTRIES}/{key}.json"
+
+
+def llm_cache_path(request_key: str) -> str:
+    return f"{LLM_CACHE}/{request_key[:2]}/{request_key}.json"
+
+
+def export_path(stem: str, fmt: str) -> str:
+    return f"{stem}.{fmt}"
+
+
+def is_derived(relative: str) -> bool:
+    """Aggregates are rebuilt from the records: a difference there is not a conflict between two stores."""
+    return relative.startswith(f"{AGGREGATES}/")

@@ -1,0 +1,100 @@
+"""The structure a newcomer relies on: every module imports on its own (no import cycles), ``atlas status`` stays
+light, and each setting is defined once — the Dagster resources and the LLM client take theirs by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.extraction.llm import LLMConfig
+from atlas_pipeline.ops.settings import PROJECT_ROOT, AtlasSettings, load_settings
+
+PACKAGE = PROJECT_ROOT / "atlas_pipeline"
+
+
+def _modules() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
+def test_every_module_imports_first_and_alone():
+    """Each module imported first in a fresh interpreter (a forked child of one that imported nothing of ours): an
+    import cycle shows up as the ImportError it causes when the cycle is entered from the wrong side."""
+    script = textwrap.dedent(
+        """
+        import importlib, os, sys, traceback
+        failed = []
+        for name in sys.argv[1:]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    traceback.print_exc()
+                    os._exit(1)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            if status:
+                failed.append(name)
+        print("FAILED", *failed)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, *_modules()], capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "FAILED", result.stdout + result.stderr[-4000:]
+    assert len(_modules()) > 40  # the walk found the package
+
+
+def test_status_does_not_load_the_pdf_stack_or_the_llm_client(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys
+        from atlas_pipeline.cli import main
+        try:
+            main(["status"])
+        except SystemExit:
+            pass
+        print("LOADED", *sorted(m for m in ("pymupdf", "pymupdf4llm", "openai", "bs4") if m in sys.modules))
+        """
+    )
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "ATLAS_ARTIFACTS": str(tmp_path / "artifacts")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert "0 documents" in result.stdout, result.stdout + result.stderr
+    assert result.stdout.strip().endswith("LOADED"), result.stdout
+
+
+def test_resources_and_llm_config_take_each_setting_from_the_settings():
+    fields = AtlasSettings.model_fields
+    for name, field in AtlasResource.model_fields.items():
+        if name != "llm_configured":
+            assert field.annotation == fields[name].annotation, name
+            assert field.is_required(), f"{name}: the default belongs to AtlasSettings"
+    for name, field in LLMResource.model_fields.items():
+        assert field.is_required(), f"{name}: the default belongs to AtlasSettings"
+        if name != "api_key":
+            assert field.annotation == fields[f"llm_{name}"].annotation, name
+    for field in dataclasses.fields(LLMConfig):
+        if field.name not in ("base_url", "api_key"):
+            assert field.default == fields[f"llm_{field.name}"].default, field.name
+
+
+def test_the_asset_names_others_refer_to_are_the_assets_defined(tmp_path):
+    defs = build_definitions(load_settings({"ATLAS_ARTIFACTS": str(tmp_path / "a"), "ATLAS_EXPORTS": str(tmp_path)}))
+    defined = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
+    assert defined == set(DOCUMENT_ASSET_NAMES) | set(AGGREGATE_ASSET_NAMES)
+
+
+def test_test_modules_share_helpers_through_helper_modules_only():
+    tests = sorted((PROJECT_ROOT / "atlas_pipeline_tests").glob("test_*.py"))
+    offenders = [path.name for path in tests if "from atlas_pipeline_tests.test_" in path.read_text()]
+    assert tests and offenders == []
