@@ -161,10 +161,17 @@ def test_unreadable_glyphs_are_found_but_never_verified():
     assert "p \ufffd0.001" in text or "p \ufffd 0.001" in text
     match = match_quote("0.66% lower (95% confidence interval 0.48–0.84, p < 0.001)", text)
     assert match.tier == "approximate" and match.note == UNREADABLE_NOTE
-    # PMC5777645's "HbA1c ≥ 8%" has an unmapped glyph
-    match = match_quote("type 2 diabetes (HbA1c ≥ 8%)", scope("PMC5777645"))
-    assert match.tier == "approximate" and match.note == UNREADABLE_NOTE
-    assert match_quote("type 2 diabetes (HbA1c�8%)", scope("PMC5777645")).tier == "approximate"
+    # PMC5777645 draws "≥" from a TeX math font without a Unicode map: recovered from TeX's own encoding, so the
+    # quote is verified — and the other comparators are not
+    tex = scope("PMC5777645")
+    assert "\ufffd" not in tex
+    assert match_quote("type 2 diabetes (HbA1c ≥ 8%)", tex).tier == "verified"
+    for wrong in ("type 2 diabetes (HbA1c ≤ 8%)", "type 2 diabetes (HbA1c > 8%)", "type 2 diabetes (HbA1c 8%)"):
+        assert match_quote(wrong, tex).tier == "unverified", wrong
+    # where nothing can be recovered, a quote across the unreadable character is approximate
+    assert match_quote("type 2 diabetes (HbA1c ≥ 8%)", "with type 2 diabetes (HbA1c\ufffd8%), treated").tier == (
+        "approximate"
+    )
 
 
 def test_a_lost_decimal_point_is_approximate():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -96,5 +97,6 @@ def test_the_asset_names_others_refer_to_are_the_assets_defined(tmp_path):
 
 def test_test_modules_share_helpers_through_helper_modules_only():
     tests = sorted((PROJECT_ROOT / "atlas_pipeline_tests").glob("test_*.py"))
-    offenders = [path.name for path in tests if "from atlas_pipeline_tests.test_" in path.read_text()]
+    imports_a_test = re.compile(r"^\s*(from|import) atlas_pipeline_tests\.test_", re.MULTILINE)
+    offenders = [path.name for path in tests if imports_a_test.search(path.read_text())]
     assert tests and offenders == []

@@ -38,7 +38,8 @@ __all__ = [
 ]
 
 # Bump when a change to parsing changes its output: cached parses with another fingerprint are redone.
-PARSER_REVISION = 4  # 2: page markers, unreadable glyphs as �; 3: pages salvaged one by one; 4: split accents
+PARSER_REVISION = 5  # 2: page markers, unreadable glyphs as �; 3: pages salvaged one by one; 4: split accents;
+# 5: TeX math fonts mapped
 
 
 class ParseOptions(dict):

@@ -26,7 +26,12 @@ from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumen
 from atlas_pipeline.parsing.model import ParsedDocument, Table
 from atlas_pipeline.parsing.pages import count_pages  # noqa: F401  (public here before pages.py existed)
 from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
-from atlas_pipeline.parsing.text_layer import join_split_accents, mark_control_characters, mark_misdrawn_glyphs
+from atlas_pipeline.parsing.text_layer import (
+    join_split_accents,
+    map_tex_math_fonts,
+    mark_control_characters,
+    mark_misdrawn_glyphs,
+)
 
 PYMUPDF4LLM_VERSION = version("pymupdf4llm")
 # MuPDF and pymupdf4llm chatter goes to Python logging (Dagster captures it) instead of the terminal.
@@ -228,6 +233,7 @@ def parse_pdf(
     pymupdf.TOOLS.mupdf_warnings()  # reset the warning buffer
     doc = open_pdf(data)
     warnings: list[str] = []
+    map_tex_math_fonts(doc)
     misdrawn = mark_misdrawn_glyphs(doc)
     if (doc.permissions & pymupdf.PDF_PERM_COPY) == 0:
         warnings.append("the PDF's permissions do not allow copying text; extracted for review only")

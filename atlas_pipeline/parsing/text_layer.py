@@ -9,6 +9,12 @@ Two kinds of damage are common in typeset PDFs and silently change meaning:
   are re-mapped to U+FFFD in the font's own ``/ToUnicode`` before any text is extracted, so text and tables agree
   (fonts without one are left alone: MuPDF reads their font program, which has no such mapping to correct).
 
+One kind is recovered for certain: TeX's Computer Modern math fonts (``CMSY10``, ``CMMI10``, or embedded under names
+such as ``TeX_CM_Maths_Symbols``) often come without a ``/ToUnicode`` map, so their codes 0–31 — ``≥`` is 0x15, ``−``
+0x00, ``∗`` 0x03, ``μ`` 0x16 in the italic font — come out as control characters. Those positions are fixed by TeX's
+own encodings (OMS for the symbols, OML for the italic letters), so a map is added for exactly those codes; codes
+from 32 up are left to the font (converted copies of these fonts re-encode them).
+
 Accents some PDFs draw as separate glyphs after the letter ("Ste´phane", "Rimba¨ck") are joined to it.
 """
 
@@ -114,6 +120,42 @@ def _font_xrefs(doc: pymupdf.Document) -> set[int]:
         except Exception:  # a broken page tree: parsing reports it, repairs skip it
             continue
     return xrefs
+
+
+# TeX's OMS (math symbols, cmsy) and OML (math italic, cmmi) encodings, codes 0–31 — where ASCII has control characters
+_TEX_MATH_LOW_CODES = {
+    "symbols": "−·×∗÷⋄±∓⊕⊖⊗⊘⊙◯∘•≍≡⊆⊇≤≥⪯⪰∼≈⊂⊃≪≫≺≻",
+    "italic": "ΓΔΘΛΞΠΣΥΦΨΩαβγδϵζηθικλμνξπρστυϕχ",
+}
+_TEX_MATH_FONT = re.compile(
+    r"^(?:[A-Z]{6}\+)?(?:(?P<symbols>CMSY\d+|TeX_CM_Maths_Symbols)|(?P<italic>CMMI\d+|TeX_CM_Maths_Italic))$"
+)
+
+
+def map_tex_math_fonts(doc: pymupdf.Document) -> int:
+    """Give Computer Modern math fonts without a ``/ToUnicode`` map one for their codes 0–31 (see the module
+    docstring); returns how many fonts got one."""
+    mapped = 0
+    for xref in _font_xrefs(doc):
+        try:
+            mapped += _map_tex_math_font(doc, xref)
+        except Exception:  # an odd font dictionary is left as it is: its codes stay unreadable
+            continue
+    return mapped
+
+
+def _map_tex_math_font(doc: pymupdf.Document, xref: int) -> int:
+    if doc.xref_get_key(xref, "Subtype")[1] != "/Type1" or doc.xref_get_key(xref, "ToUnicode")[0] != "null":
+        return 0
+    match = _TEX_MATH_FONT.match(doc.xref_get_key(xref, "BaseFont")[1].lstrip("/"))
+    if match is None:
+        return 0
+    table = _TEX_MATH_LOW_CODES[match.lastgroup]
+    stream = doc.get_new_xref()
+    doc.update_object(stream, "<<>>")
+    doc.update_stream(stream, _cmap(dict(enumerate(table))))
+    doc.xref_set_key(xref, "ToUnicode", f"{stream} 0 R")
+    return 1
 
 
 def mark_misdrawn_glyphs(doc: pymupdf.Document) -> int:
