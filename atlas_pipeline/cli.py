@@ -44,8 +44,8 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.knowledge.catalog import refresh_catalog
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
-    from atlas_pipeline.outputs.exports import FORMATS
-    from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM, export_path
+    from atlas_pipeline.outputs.exports import FORMATS, export_files
+    from atlas_pipeline.store.layout import COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
     settings = load_settings()
@@ -109,8 +109,8 @@ def command_run(args: argparse.Namespace) -> int:
             )
             return 128 + received.get("signal", signal.SIGINT)
         exports = atlas.exports_store()
-        exported = exports.exists(export_path(EXPORT_STEM, "xlsx"))
-        if keys or scan.changed or not exported or not aggregates_up_to_date(instance):
+        exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
+        if keys or scan.changed or not exported or not aggregates_up_to_date(instance, scan.catalog):
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
         else:
             print("task completion and exports are up to date: not refreshed")
@@ -184,8 +184,9 @@ def dev_environment(settings) -> dict[str, str]:
     DAGSTER_HOME, where relative paths would mean something else), and Dagster's advice to use its newer `dg dev`
     silenced — `atlas dev` is that wrapper for this project (see the README)."""
     env = dict(os.environ)
-    for name in ("knowledge_base", "artifacts", "exports", "seeds_dir"):
-        env[f"ATLAS_{name.upper()}"] = getattr(settings, name)
+    for name in ("knowledge_base", "artifacts", "exports", "seeds_dir", "instance_config", "executor_config"):
+        if getattr(settings, name):
+            env[f"ATLAS_{name.upper()}"] = getattr(settings, name)
     superseded = "ignore:Function `dev_command` is superseded"
     env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS", ""), superseded]))
     return env

@@ -83,11 +83,18 @@ def test_duplicate_bytes_are_one_document(knowledge_base):
     assert result.duplicates == [("copies/same paper (copy).pdf", "PMC1216327.pdf")]
     entry = next(iter(result.catalog.entries.values()))
     assert len(entry.aliases) == 1
-    # removing the first copy keeps the document through the other one
+    # the next scan reads neither file and reports nothing: a known copy is not news
+    read, reads = counting_reader(kb)
+    unchanged = scan(result.catalog, kb.list(), read)
+    assert reads == [] and not unchanged.changed and unchanged.duplicates == []
+    # removing the first copy keeps the document through the other one, and that is a change
     (knowledge_base / entry.source_path).unlink()
-    again = scan(result.catalog, kb.list(), kb.sha256)
+    again = scan(unchanged.catalog, kb.list(), kb.sha256)
     kept = again.catalog.entries[entry.key]
     assert not kept.removed and kept.source_path == entry.aliases[0] and again.removed == []
+    assert again.moved == [entry.key] and again.changed
+    read, reads = counting_reader(kb)
+    assert not scan(again.catalog, kb.list(), read).changed and reads == []
 
 
 def test_rename_keeps_the_key(knowledge_base):

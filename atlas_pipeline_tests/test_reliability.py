@@ -18,7 +18,7 @@ from atlas_pipeline_tests.corpus import CORPUS, SEED_KB
 from atlas_pipeline_tests.helpers import run_worker_pid
 from atlas_pipeline_tests.servers import create_database, dagster_daemon, postgres_server, watched_folder_env
 
-pytestmark = pytest.mark.daemon
+pytestmark = [pytest.mark.daemon, pytest.mark.postgres]  # its own PostgreSQL: it restarts it
 KILL_TARGET = "PMC3508963_image_only_200dpi.pdf"
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 

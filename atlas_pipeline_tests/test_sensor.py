@@ -96,6 +96,8 @@ def test_duplicate_bytes_are_one_partition(instance, knowledge_base, settings_fo
     harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
     result = harness.tick()
     assert harness.partitions == {"PMC1216327.pdf"} and len(result.run_requests) == 1
+    again = harness.tick()  # the copy is known: no run, no aggregates refresh, nothing hashed again
+    assert again.run_requests == [] and "0 duplicate" in again.skip_reason.skip_message
 
 
 def test_hundreds_of_files_are_batched_across_ticks(instance, knowledge_base, settings_for, atlas_for):

@@ -15,6 +15,7 @@ from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSE
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.extraction.llm import LLMConfig
 from atlas_pipeline.ops.settings import PROJECT_ROOT, AtlasSettings, load_settings
+from atlas_pipeline.parsing import ParseOptions
 
 PACKAGE = PROJECT_ROOT / "atlas_pipeline"
 
@@ -87,6 +88,13 @@ def test_resources_and_llm_config_take_each_setting_from_the_settings():
     for field in dataclasses.fields(LLMConfig):
         if field.name not in ("base_url", "api_key"):
             assert field.default == fields[f"llm_{field.name}"].default, field.name
+    defaults = ParseOptions()
+    assert (defaults["engine"], defaults["ocr"], defaults["ocr_language"], defaults["ocr_max_text_chars"]) == (
+        fields["pdf_engine"].default,
+        fields["ocr"].default,
+        fields["ocr_language"].default,
+        fields["ocr_max_text_chars"].default,
+    )
 
 
 def test_the_asset_names_others_refer_to_are_the_assets_defined(tmp_path):

@@ -28,6 +28,7 @@ from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.ops.runs import run_documents
 from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
+from atlas_pipeline.store import layout
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers import scripted_openai_server
 from bench.report import table, write_report
@@ -206,7 +207,9 @@ def rematerialisation(limit: int | None, batch: int) -> list[list[object]]:
             llm = Workspace(Path(folder) / "llm", ATLAS_LLM_BASE_URL=server.base_url)
             for pdf in pdfs:
                 shutil.copyfile(pdf, llm.kb / pdf.name)
-            shutil.copytree(Path(folder) / "artifacts" / "parsed", Path(folder) / "llm" / "artifacts" / "parsed")
+            shutil.copytree(
+                Path(folder) / "artifacts" / layout.PARSED, Path(folder) / "llm" / "artifacts" / layout.PARSED
+            )
             keys = llm.register()
             first = llm.run_all(keys, batch=batch)
             calls_first = len(server.requests())

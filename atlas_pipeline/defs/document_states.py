@@ -6,6 +6,7 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
@@ -134,9 +135,16 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
     """Keys whose latest extraction was made from these very bytes (or, for a source that is never read, for the
     same reason) with this extraction version — by the sensor, ``atlas run`` or the UI — so running them again would
     redo the same work. A document whose extraction failed for a reason outside it (the LLM endpoint) is not among
-    them: running it again may succeed."""
+    them: running it again may succeed; nor is one whose last run failed at a step (a fault, seen as `failed`)."""
     if not entries:
         return set()
+    keys = [entry.key for entry in entries]
+    faulted = {
+        key
+        for asset_key in DOCUMENT_ASSET_KEYS
+        for key, status in (instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}).items()
+        if status == AssetPartitionStatus.FAILED
+    }
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_extraction"), asset_partitions=[e.key for e in entries]),
         limit=3 * len(entries),
@@ -150,6 +158,8 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
     for entry in entries:
         materialization = latest.get(entry.key)
         if materialization is None or (materialization.tags or {}).get("dagster/code_version") != version:
+            continue
+        if entry.key in faulted:
             continue
         metadata = materialization.metadata
         reason = str(metadata["reason"].value) if "reason" in metadata else ""
@@ -166,14 +176,26 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
     return done
 
 
-def aggregates_up_to_date(instance: dg.DagsterInstance) -> bool:
-    """Whether every aggregate was materialised after the newest document extraction (by any run: the sensor's,
-    ``atlas run``'s, the UI's) — refreshing them again would rewrite the same figures and files."""
+def aggregates_up_to_date(instance: dg.DagsterInstance, catalog: Catalog) -> bool:
+    """Whether every aggregate was materialised after anything that changes what it says: the newest document
+    extraction (by any run: the sensor's, ``atlas run``'s, the UI's), the newest catalog change (a removal or a copy
+    another scanner saved), and any document run that failed or was stopped since. Refreshing them again would
+    rewrite the same figures and files."""
+    materialized = [instance.get_latest_materialization_event(dg.AssetKey(name)) for name in AGGREGATE_ASSET_NAMES]
+    if any(event is None for event in materialized):
+        return False
+    refreshed = min(event.timestamp for event in materialized if event is not None)
     newest_extraction = instance.get_latest_materialization_event(dg.AssetKey("document_extraction"))
-    for name in AGGREGATE_ASSET_NAMES:
-        aggregate = instance.get_latest_materialization_event(dg.AssetKey(name))
-        if aggregate is None:
-            return False
-        if newest_extraction is not None and aggregate.timestamp < newest_extraction.timestamp:
-            return False
-    return True
+    if newest_extraction is not None and newest_extraction.timestamp > refreshed:
+        return False
+    changed = [datetime.fromisoformat(entry.updated).timestamp() for entry in catalog.entries.values()]
+    if changed and max(changed) > refreshed:
+        return False
+    ended_badly = instance.get_run_records(
+        dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED],
+            updated_after=datetime.fromtimestamp(refreshed, UTC),
+        ),
+        limit=1,
+    )
+    return not ended_badly

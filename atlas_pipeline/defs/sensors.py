@@ -65,7 +65,7 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
             requested[entry.key] = f"{entry.fingerprint}:{tag}"
         # a source removed, restored or duplicated changes no document's run, but it changes what the aggregates
         # and the exports say: they are refreshed now, and the document's own history says it
-        catalog_changes = [*scan.removed, *scan.restored, *(key for _, key in scan.duplicates)]
+        catalog_changes = [*scan.removed, *scan.restored, *scan.moved, *(key for _, key in scan.duplicates)]
         observations = [
             dg.AssetObservation(
                 asset_key="document_snapshot",

@@ -40,6 +40,7 @@ class CatalogEntry(BaseModel):
     size: int
     marker: str
     aliases: list[str] = []  # other source paths holding the very same bytes
+    alias_markers: dict[str, str] = {}  # alias → its change marker, so an unchanged copy is not read again
     removed: bool = False
     problem: str = ""  # why the source is not read (a symlink leaving the knowledge base, too large, …)
     first_seen: str
@@ -84,6 +85,7 @@ class ScanResult:
     edited: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)  # the source went away, a copy of the same bytes names it now
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (path, key it duplicates)
     vanished: list[str] = field(default_factory=list)
     deferred: int = 0
@@ -92,7 +94,7 @@ class ScanResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.new or self.edited or self.removed or self.restored or self.duplicates)
+        return bool(self.new or self.edited or self.removed or self.restored or self.moved or self.duplicates)
 
     def summary(self) -> str:
         parts = [
@@ -103,6 +105,8 @@ class ScanResult:
         ]
         if self.restored:
             parts.append(f"{len(self.restored)} restored")
+        if self.moved:
+            parts.append(f"{len(self.moved)} now named by a copy")
         if self.vanished:
             parts.append(f"{len(self.vanished)} vanished while scanning")
         if self.deferred:
@@ -156,6 +160,8 @@ def scan(
                 known.updated = stamp
                 result.restored.append(known.key)
             continue
+        if known is not None and known.alias_markers.get(source.path) == source.marker and known.size == source.size:
+            continue  # a copy already known, unchanged
         if time.monotonic() > deadline:
             result.deferred += 1
             continue
@@ -179,8 +185,12 @@ def scan(
             known.size, known.marker = size, source.marker
             sha_index[digest] = known
             continue
+        if known is not None and known.sha256 == digest:  # a known copy touched, same bytes: nothing changed
+            known.alias_markers[source.path] = source.marker
+            continue
         if known is not None:  # an alias whose bytes changed: it becomes a document of its own
             known.aliases.remove(source.path)
+            known.alias_markers.pop(source.path, None)
 
         twin = sha_index.get(digest)
         if twin is not None and twin.removed:  # moved or renamed: the document keeps its key
@@ -195,10 +205,11 @@ def scan(
                 and not _fits(twin.source_path, head(twin.source_path))
                 and _fits(source.path, head(source.path))
             ):  # the same bytes as x.pdf and x.txt: the name that says what they are names the document
-                twin = _rename(updated, result, twin, source.path, stamp)
+                twin = _rename(updated, result, twin, source.path, source.marker, stamp)
                 sha_index[digest] = twin
             elif source.path not in twin.aliases and source.path != twin.source_path:
                 twin.aliases.append(source.path)
+                twin.alias_markers[source.path] = source.marker
             result.duplicates.append((source.path, twin.key))
             path_index[source.path] = twin
             continue
@@ -220,11 +231,16 @@ def scan(
 
     for entry in entries.values():
         entry.aliases = [alias for alias in entry.aliases if alias in seen]
+        entry.alias_markers = {
+            alias: entry.alias_markers[alias] for alias in entry.aliases if alias in entry.alias_markers
+        }
         if entry.removed or entry.source_path in seen:
             continue
         if entry.aliases:  # the first copy went away, another copy of the same bytes remains
             entry.source_path = entry.aliases.pop(0)
+            entry.marker = entry.alias_markers.pop(entry.source_path, "")
             entry.updated = stamp
+            result.moved.append(entry.key)
             continue
         entry.removed = True
         entry.updated = stamp
@@ -261,13 +277,19 @@ def _problem_entry(
     result.last_key = key
 
 
-def _rename(catalog: Catalog, result: ScanResult, twin: CatalogEntry, path: str, stamp: str) -> CatalogEntry:
+def _rename(
+    catalog: Catalog, result: ScanResult, twin: CatalogEntry, path: str, marker: str, stamp: str
+) -> CatalogEntry:
     """Make ``path`` the source of ``twin``'s document (the old name becomes an alias); a document first seen in
     this very scan takes the key of its better name."""
-    old = twin.source_path
-    twin.source_path, twin.updated = path, stamp
+    old, old_marker = twin.source_path, twin.marker
+    twin.source_path, twin.marker, twin.updated = path, marker, stamp
+    if path in twin.aliases:
+        twin.aliases.remove(path)
+        twin.alias_markers.pop(path, None)
     if old not in twin.aliases:
         twin.aliases.append(old)
+        twin.alias_markers[old] = old_marker
     if twin.key in result.new:
         entries = catalog.entries
         del entries[twin.key]

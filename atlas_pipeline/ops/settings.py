@@ -152,6 +152,12 @@ class AtlasSettings(BaseSettings):
             )
         return value
 
+    @field_validator("instance_config", "executor_config")
+    @classmethod
+    def _absolute_file(cls, value: str) -> str:
+        """Config files are found from where the command started, also by the processes Dagster starts elsewhere."""
+        return str(Path(value.strip()).expanduser().resolve()) if value.strip() else ""
+
     @field_validator("knowledge_base", "artifacts", "exports", "seeds_dir")
     @classmethod
     def _resolve(cls, value: str) -> str:

@@ -203,6 +203,11 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
     return buffer.getvalue()
 
 
+def export_files() -> list[str]:
+    """Every file ``write_exports`` writes, relative to the exports store."""
+    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + [export_path(FIELDS_STEM, fmt) for fmt in FORMATS[1:]]
+
+
 def write_exports(store: Store, states: list[DocumentState], completion: TaskCompletion) -> dict[str, str]:
     """Write every export under stable names in ``store``; returns name → location.
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM, export_path
+
 CELL_LIMIT = 32_000  # below Excel's 32,767 and far below csv readers' field limits (Python's: 131,072)
 MAX_WIDTH = 60
 WRAP_FROM = 40
@@ -160,7 +162,7 @@ def workbook_bytes(
     first) and ``task_completion``."""
     import xlsxwriter
 
-    full_in = "atlas_fields.parquet / .jsonl"
+    full_in = f"{export_path(FIELDS_STEM, 'parquet')} / .jsonl"
     why_empty = (
         "No values: the documents were processed in skip mode (no LLM endpoint configured), so nothing was "
         "extracted yet. Set ATLAS_LLM_BASE_URL to extract the template's fields."
@@ -172,7 +174,7 @@ def workbook_bytes(
         sheets = _Sheets(workbook)
         sheets.table(
             "documents",
-            truncate_for_cells(documents, "atlas_documents.parquet / .jsonl"),
+            truncate_for_cells(documents, f"{export_path(EXPORT_STEM, 'parquet')} / .jsonl"),
             percent=("completeness",),
             row_rules=[("status", f'="{status}"', colour) for status, colour in STATUS_FILLS.items()],
             empty_note="No documents in the knowledge base yet.",

@@ -13,6 +13,7 @@ import json
 import re
 from importlib.metadata import version
 
+from atlas_pipeline.ops.settings import PdfEngine, setting_default
 from atlas_pipeline.parsing.errors import (
     DocumentError,
     LockedDocumentError,
@@ -42,15 +43,22 @@ PARSER_REVISION = 5  # 2: page markers, unreadable glyphs as �; 3: pages salva
 # 5: TeX math fonts mapped
 
 
+_ENGINE: PdfEngine = setting_default("pdf_engine")
+_OCR: bool = setting_default("ocr")
+_OCR_LANGUAGE: str = setting_default("ocr_language")
+_OCR_MAX_TEXT_CHARS: int = setting_default("ocr_max_text_chars")
+
+
 class ParseOptions(dict):
-    """Options that change parse output (and so belong in the cache key)."""
+    """Options that change parse output (and so belong in the cache key); the defaults are the ``ATLAS_*``
+    settings' (defined there once)."""
 
     def __init__(
         self,
-        engine: str = "layout",
-        ocr: bool = True,
-        ocr_language: str = "eng",
-        ocr_max_text_chars: int | None = 200,
+        engine: PdfEngine = _ENGINE,
+        ocr: bool = _OCR,
+        ocr_language: str = _OCR_LANGUAGE,
+        ocr_max_text_chars: int | None = _OCR_MAX_TEXT_CHARS,
     ) -> None:
         super().__init__(engine=engine, ocr=ocr, ocr_language=ocr_language, ocr_max_text_chars=ocr_max_text_chars)
 
