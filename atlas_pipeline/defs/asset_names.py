@@ -2,6 +2,14 @@
 from the instance, the CLI) — kept apart from the asset code so that naming an asset never imports it."""
 
 # per document (partitioned by ``partitions.documents_partitions``), in pipeline order
-DOCUMENT_ASSET_NAMES = ("document_snapshot", "document_text", "document_tables", "document_extraction")
+DOCUMENT_ASSET_NAMES = (
+    "document_snapshot",
+    "document_text",
+    "document_tables",
+    "document_extraction",
+    "document_review",
+)
+EXTRACTION_ASSET_NAME = "document_extraction"
+REVIEW_ASSET_NAME = "document_review"
 # over every document
 AGGREGATE_ASSET_NAMES = ("task_completion", "extraction_exports")

@@ -275,6 +275,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "extraction": _artifact(store, record.extraction_path),
                 "fields_needing_review": ", ".join(fields_needing_review(record)) or "none",
                 "consistency_violations": len(record.violations),
+                "review_page": atlas.review_link(key),
             }
             return metadata, f"{record.sha256}:{record.extraction_version}"
 

@@ -21,7 +21,7 @@ from dagster._core.storage.tags import (
 
 from atlas_pipeline.defs.partitions import documents_partitions
 
-DOCUMENT_JOBS = ("document_job", "document_batch_job")
+DOCUMENT_JOBS = ("document_job", "document_batch_job", "review_job")
 ACTIVE = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 POLL_SECONDS = 1.0
 MAX_WAIT_SECONDS = 3600.0  # a run that never ends (its process lost, not yet reaped) does not block for ever

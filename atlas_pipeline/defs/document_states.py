@@ -12,18 +12,25 @@ import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 from dagster._utils.error import SerializableErrorInfo
 
-from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.asset_names import (
+    AGGREGATE_ASSET_NAMES,
+    DOCUMENT_ASSET_NAMES,
+    EXTRACTION_ASSET_NAME,
+    REVIEW_ASSET_NAME,
+)
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.review.outcome import DocumentReview
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
 DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES]
+EXTRACTION_KEY = dg.AssetKey(EXTRACTION_ASSET_NAME)
 
 
 def root_cause(error: SerializableErrorInfo) -> str:
@@ -109,6 +116,7 @@ def collect_document_states(
             snapshot=read_record(store, key, "snapshot", SnapshotRecord),
             parse=read_record(store, key, "parse", ParseRecord),
             extraction=read_record(store, key, "extraction", ExtractionRecord),
+            review=read_record(store, key, "review", DocumentReview),
         )
         failed = [k for k, s in per_asset.items() if s == AssetPartitionStatus.FAILED]
         if any(s == AssetPartitionStatus.IN_PROGRESS for s in per_asset.values()):
@@ -116,7 +124,7 @@ def collect_document_states(
         elif failed:
             reason, interrupted = failure_reason(instance, failed[0], key)
             state.status, state.reason = (DocumentStatus.PENDING if interrupted else DocumentStatus.FAILED), reason
-        elif per_asset[DOCUMENT_ASSET_KEYS[-1]] == AssetPartitionStatus.MATERIALIZED and state.extraction:
+        elif per_asset[EXTRACTION_KEY] == AssetPartitionStatus.MATERIALIZED and state.extraction:
             state.status = DocumentStatus(state.extraction.status)
             state.reason = state.extraction.reason
             document_problem = state.extraction.reason.startswith(("snapshot:", "parse:"))
@@ -127,6 +135,9 @@ def collect_document_states(
                     f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
                     f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
                 )
+            review = state.current_review
+            if review is not None and review.approved:
+                state.status, state.reason = DocumentStatus.APPROVED, review.summary()
         states.append(state)
     return states
 
@@ -185,9 +196,10 @@ def aggregates_up_to_date(instance: dg.DagsterInstance, catalog: Catalog) -> boo
     if any(event is None for event in materialized):
         return False
     refreshed = min(event.timestamp for event in materialized if event is not None)
-    newest_extraction = instance.get_latest_materialization_event(dg.AssetKey("document_extraction"))
-    if newest_extraction is not None and newest_extraction.timestamp > refreshed:
-        return False
+    for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME):  # a new extraction, or new review decisions merged
+        newest = instance.get_latest_materialization_event(dg.AssetKey(name))
+        if newest is not None and newest.timestamp > refreshed:
+            return False
     changed = [datetime.fromisoformat(entry.updated).timestamp() for entry in catalog.entries.values()]
     if changed and max(changed) > refreshed:
         return False

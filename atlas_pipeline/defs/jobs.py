@@ -3,7 +3,7 @@
 import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
-from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES, REVIEW_ASSET_NAME
 from atlas_pipeline.defs.partitions import documents_partitions
 
 document_job = dg.define_asset_job(
@@ -25,4 +25,12 @@ aggregates_job = dg.define_asset_job(
     "aggregates_job",
     selection=dg.AssetSelection.assets(*AGGREGATE_ASSETS),
     description="Recompute task completion and the exports.",
+)
+
+review_job = dg.define_asset_job(
+    "review_job",
+    selection=dg.AssetSelection.assets(REVIEW_ASSET_NAME),
+    partitions_def=documents_partitions,
+    description="Merge a document's extraction and its review decisions into final values (the review sensor "
+    "requests one run per document a person decided on).",
 )

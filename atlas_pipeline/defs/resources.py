@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import dagster as dg
 
@@ -41,6 +42,8 @@ class AtlasResource(dg.ConfigurableResource):
     parse_memory_mb: float
     postprocess_mode: PostprocessMode
     llm_model: str
+    review_port: int
+    review_accept_tiers: str
     llm_configured: bool  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
 
     @classmethod
@@ -88,6 +91,14 @@ class AtlasResource(dg.ConfigurableResource):
         """Where every known document (or just ``only``) stands now (see ``collect_document_states``)."""
         store = self.store()
         return collect_document_states(instance, store, load_catalog(store), self.extraction_version(), only)
+
+    def accepted_tiers(self) -> frozenset[str]:
+        """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""
+        return frozenset(filter(None, self.review_accept_tiers.split(",")))
+
+    def review_link(self, key: str) -> dg.MetadataValue:
+        """The document on the review page (`atlas review`, also started by `atlas dev`)."""
+        return dg.MetadataValue.url(f"http://127.0.0.1:{self.review_port}/documents/{quote(key, safe='')}")
 
     def parse_limits(self) -> ParseLimits:
         return ParseLimits(seconds=self.parse_timeout_seconds, memory_mb=self.parse_memory_mb)

@@ -1,4 +1,5 @@
-"""Sensors: the knowledge-base scanner that adds partitions and requests runs, and the automation sensor."""
+"""Sensors: the knowledge-base scanner that adds partitions and requests runs, the review sensor that imports
+reviewed workbooks and re-merges documents people decided on, and the automation sensor."""
 
 import hashlib
 import json
@@ -7,11 +8,13 @@ import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
 from atlas_pipeline.defs.document_states import already_extracted
-from atlas_pipeline.defs.jobs import aggregates_job, document_job
+from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.settings import AtlasSettings
+from atlas_pipeline.review.decisions import decision_marks
+from atlas_pipeline.store.files import Store
 
 
 def decode_cursor(cursor: str | None) -> dict[str, str]:
@@ -97,6 +100,43 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
         )
 
     return knowledge_base_sensor
+
+
+def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="review_sensor",
+        jobs=[review_job],
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.review_interval_seconds,
+        description="Imports reviewed workbooks dropped into the review inbox (ATLAS_REVIEW_INBOX; a report per "
+        "workbook, shown on the review page) and requests a document_review run for every document with a new "
+        "decision (from the review page or a workbook); task completion and the exports follow.",
+    )
+    def review_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
+        from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when it ticks
+
+        store = atlas.store()
+        if settings.review_inbox:
+            for report in import_inbox(Store(settings.review_inbox), store, atlas.load_template(), settings.reviewer):
+                context.log.info(f"review inbox: {report.summary()}")
+        seen = decode_cursor(context.cursor)
+        marks = decision_marks(store)
+        existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
+        changed = {key: mark for key, mark in marks.items() if seen.get(key) != mark and key in existing}
+        run_requests = [
+            dg.RunRequest(run_key=f"review:{key}:{mark}", partition_key=key, job_name=review_job.name)
+            for key, mark in sorted(changed.items())
+        ]
+        summary = f"{len(run_requests)} document(s) with new decisions"
+        if run_requests:
+            context.log.info(summary)
+        return dg.SensorResult(
+            run_requests=run_requests,
+            cursor=json.dumps({**seen, **changed}, separators=(",", ":"), sort_keys=True),
+            skip_reason=None if run_requests else "no new decisions",
+        )
+
+    return review_sensor
 
 
 def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:

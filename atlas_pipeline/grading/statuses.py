@@ -9,6 +9,7 @@ class DocumentStatus(StrEnum):
     PENDING = "pending"  # known (partition exists), not processed yet
     EXTRACTING = "extracting"  # a run is working on it
     DONE = "done"
+    APPROVED = "approved"  # extracted, and every value decided by a person or accepted by the team's policy
     PARTIAL = "partial"
     INCOMPLETE = "incomplete"
     FAILED = "failed"  # permanent error, with its message
@@ -18,6 +19,7 @@ class DocumentStatus(StrEnum):
 TERMINAL = frozenset(
     {
         DocumentStatus.DONE,
+        DocumentStatus.APPROVED,
         DocumentStatus.PARTIAL,
         DocumentStatus.INCOMPLETE,
         DocumentStatus.FAILED,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from fsspec.implementations.local import LocalFileSystem
 
-from atlas_pipeline.store.files import filesystem_for
+from atlas_pipeline.store.files import Store, filesystem_for
 
 # Files a person did not mean as documents: editor/OS droppings and partial downloads.
 IGNORED_SUFFIXES = (".part", ".crdownload", ".tmp", ".swp")
@@ -170,3 +170,24 @@ class KnowledgeBase:
 
     def url(self, relative: str) -> str:
         return f"{self.location.rstrip('/')}/{relative}"
+
+    def add(self, name: str, data: bytes, folder: str = "uploads") -> str:
+        """Add a document (an upload from the review page) as ``folder/name`` and return its relative path; the
+        sensor then takes it like any other file. Refuses names that are not documents, a file over the size limit
+        and a name already taken (nothing in the knowledge base is ever overwritten)."""
+        base = posixpath.basename(name.replace("\\", "/")).strip()
+        if not base or _is_ignored(base):
+            raise ValueError(f"{name!r} is not a document file name (hidden, partial or empty)")
+        if self.max_bytes is not None and len(data) > self.max_bytes:
+            raise ValueError(
+                f"{base} is too large: {len(data) / 1_000_000:.1f} MB (limit ATLAS_MAX_DOCUMENT_MB="
+                f"{self.max_bytes / 1_000_000:g})"
+            )
+        if not data:
+            raise ValueError(f"{base} is empty")
+        relative = f"{folder}/{base}"
+        target = Store(self.location)
+        if target.exists(relative):
+            raise FileExistsError(f"{relative} is already in the knowledge base: rename the file to add it")
+        target.write_bytes(relative, data)
+        return relative

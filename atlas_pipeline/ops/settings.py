@@ -130,6 +130,21 @@ class AtlasSettings(BaseSettings):
         "json_object; a server that rejects one gets the next.",
     )
     llm_max_tokens: int = Field(4096, ge=64, le=200_000, description="Maximum tokens of one LLM answer.")
+    reviewer: str = Field(
+        "", description="Name recorded with review decisions when none is entered (page) or given (spreadsheet row)."
+    )
+    review_port: int = Field(3001, ge=1, le=65_535, description="Port of the review page (`atlas review`, 127.0.0.1).")
+    review_inbox: str = Field(
+        "", description="Folder or s3:// prefix where reviewed workbooks are dropped to be imported (empty: none)."
+    )
+    review_accept_tiers: str = Field(
+        "verified",
+        description="Tiers accepted without a person (comma-separated: verified, not_reported; empty: a person "
+        "decides every field). Flagged fields always need a person.",
+    )
+    review_interval_seconds: int = Field(
+        5, ge=1, le=86_400, description="Seconds between checks for new review decisions and inbox workbooks."
+    )
     executor: ExecutorName = Field(
         "in_process",
         description="Dagster executor of the jobs: in_process (one process per run), multiprocess, or a scale-out "
@@ -165,6 +180,24 @@ class AtlasSettings(BaseSettings):
             raise ValueError("must not be empty")
         return resolve_location(value.strip())
 
+    @field_validator("review_inbox")
+    @classmethod
+    def _resolve_optional(cls, value: str) -> str:
+        return resolve_location(value.strip()) if value.strip() else ""
+
+    @field_validator("review_accept_tiers")
+    @classmethod
+    def _known_tiers(cls, value: str) -> str:
+        tiers = [tier.strip() for tier in value.split(",") if tier.strip()]
+        unknown = [tier for tier in tiers if tier not in ("verified", "not_reported")]
+        if unknown:
+            raise ValueError(f"unknown tier(s) {', '.join(unknown)}: only verified and not_reported may be accepted")
+        return ",".join(tiers)
+
+    @property
+    def accepted_tiers(self) -> frozenset[str]:
+        return frozenset(filter(None, self.review_accept_tiers.split(",")))
+
 
 def setting_default(name: str) -> Any:
     """The default of setting ``name``, for library classes that take the same knob (one definition of it)."""
@@ -172,7 +205,7 @@ def setting_default(name: str) -> Any:
 
 
 # ATLAS_* variables that are not settings of this model but are read elsewhere
-OTHER_VARIABLES = {"ATLAS_S3_ENDPOINT_URL", "ATLAS_TEST_CORPUS"}
+OTHER_VARIABLES = {"ATLAS_S3_ENDPOINT_URL", "ATLAS_TEST_CORPUS", "ATLAS_TEST_SCREENSHOTS"}
 
 
 class SettingsWarning(UserWarning):

@@ -9,6 +9,8 @@ from pydantic import BaseModel
 
 from atlas_pipeline.grading.statuses import ORDER, TERMINAL, DocumentStatus
 from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.review.outcome import PROVENANCES, DocumentReview, applies_to
+from atlas_pipeline.review.quality import QualityRow, review_quality
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord
 
 
@@ -25,6 +27,11 @@ class DocumentState:
     snapshot: SnapshotRecord | None = None
     parse: ParseRecord | None = None
     extraction: ExtractionRecord | None = None
+    review: DocumentReview | None = None  # the review of this very extraction (None: none yet, or of an older one)
+
+    @property
+    def current_review(self) -> DocumentReview | None:
+        return self.review if not self.stale and applies_to(self.review, self.extraction) else None
 
 
 class TaskCompletion(BaseModel):
@@ -32,7 +39,7 @@ class TaskCompletion(BaseModel):
     counts: dict[str, int]
     terminal: int
     open: int
-    completion_rate: float  # done / total
+    completion_rate: float  # (done + approved) / total
     partial_rate: float  # (partial + incomplete) / total
     failure_rate: float  # failed / total
     skipped_rate: float
@@ -44,6 +51,12 @@ class TaskCompletion(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fields_needing_review: int = 0
+    documents_approved: int = 0
+    documents_awaiting_review: int = 0
+    decisions: int = 0
+    disagreements: int = 0
+    fields_by_provenance: dict[str, int] = {}
+    review_quality: list[QualityRow] = []
     computed_at: str
 
     def lines(self) -> list[str]:
@@ -63,6 +76,12 @@ class TaskCompletion(BaseModel):
                 f"LLM: {self.llm_calls} call(s), {self.llm_cache_hits} cache hit(s), "
                 f"{self.prompt_tokens + self.completion_tokens} tokens; {self.fields_needing_review} field(s) to review"
             )
+        if self.documents_approved or self.decisions:
+            by = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in self.fields_by_provenance.items() if n)
+            out.append(
+                f"review: {self.documents_approved} document(s) approved, {self.documents_awaiting_review} awaiting "
+                f"review; {self.decisions} decision(s); fields: {by}"
+            )
         if self.removed_sources:
             out.append(f"{self.removed_sources} source(s) removed from the knowledge base (results kept)")
         return out
@@ -78,12 +97,14 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
     times = [s.extraction.processing_seconds for s in states if s.extraction and s.extraction.processing_seconds]
     terminal = sum(counts[status.value] for status in TERMINAL)
     records = [s.extraction for s in states if s.extraction is not None]
+    reviews = [review for review in (s.current_review for s in states) if review is not None and review.reviewable]
+    provenance = Counter(field.provenance for review in reviews for field in review.fields.values())
     return TaskCompletion(
         total=total,
         counts={status.value: counts.get(status.value, 0) for status in ORDER},
         terminal=terminal,
         open=total - terminal,
-        completion_rate=_rate(counts["done"], total),
+        completion_rate=_rate(counts["done"] + counts["approved"], total),
         partial_rate=_rate(counts["partial"] + counts["incomplete"], total),
         failure_rate=_rate(counts["failed"], total),
         skipped_rate=_rate(counts["skipped"], total),
@@ -95,5 +116,23 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),
         fields_needing_review=sum(r.unverified_fields for r in records),
+        documents_approved=sum(1 for review in reviews if review.approved),
+        documents_awaiting_review=sum(1 for review in reviews if not review.approved),
+        decisions=sum(review.decisions for review in reviews),
+        disagreements=sum(review.disagreements for review in reviews),
+        fields_by_provenance={name: provenance.get(name, 0) for name in PROVENANCES},
+        review_quality=review_quality(reviews),
         computed_at=now_iso(),
     )
+
+
+def quality_table(rows: list[QualityRow]) -> str:
+    """Markdown table of ``review_quality`` rows (asset metadata, the CLI)."""
+    if not rows:
+        return "no reviewed fields yet"
+    lines = ["| field | tier | reviewed | approved | corrected | rejected | kept |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        f"| {r.field} | {r.tier} | {r.reviewed} | {r.approved} | {r.corrected} | {r.rejected} | {r.kept_rate:.0%} |"
+        for r in rows
+    ]
+    return "\n".join(lines)

@@ -1,4 +1,6 @@
-"""Exports for reviewers: one row per document, as xlsx, csv, parquet and jsonl at stable paths."""
+"""Exports for reviewers and analysts, at stable paths: one row per document, one per field (the final value and
+its provenance beside the model's value and evidence), approved values only (one typed column per field) and what
+the review decisions teach."""
 
 from __future__ import annotations
 
@@ -7,12 +9,13 @@ import json
 
 import polars as pl
 
+from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.ops.redaction import redact_value, secret_values
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import truncate_for_cells, workbook_bytes
 from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM, export_path
+from atlas_pipeline.store.layout import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM, QUALITY_STEM, export_path
 
 FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
@@ -92,7 +95,14 @@ FIELD_SCHEMA = {
     "status": pl.String,
     "module": pl.String,
     "field": pl.String,
-    "value": pl.String,
+    "final_value": pl.String,
+    "provenance": pl.String,
+    "decided_by": pl.String,
+    "decided_at": pl.String,
+    "decision_note": pl.String,
+    "previous_model_value": pl.String,
+    "disagreement": pl.String,
+    "model_value": pl.String,
     "quote": pl.String,
     "confidence": pl.Float64,
     "tier": pl.String,
@@ -106,7 +116,15 @@ FIELD_SCHEMA = {
     "note": pl.String,
     "flags": pl.String,
     "chunk": pl.Int64,
+    "sha256": pl.String,
+    "extraction_version": pl.String,
+    # filled in by a reviewer in the workbook and imported from the review inbox (review.workbook_import)
+    "decision": pl.String,
+    "corrected_value": pl.String,
+    "review_note": pl.String,
+    "reviewer": pl.String,
 }
+DECISION_CHOICES = {"decision": ["approve", "correct", "reject"]}
 
 
 def _text(value: object) -> str | None:
@@ -118,22 +136,33 @@ def _text(value: object) -> str | None:
 
 
 def field_rows(states: list[DocumentState]) -> list[dict]:
-    """One row per extracted field (LLM mode), the ones that need review first."""
+    """One row per extracted field (LLM mode), the ones that need a person first."""
     rows = []
     for state in states:
         record = state.extraction
         if record is None or state.stale:
             continue
+        review = state.current_review
         for name, field in record.fields.items():
             if not isinstance(field, dict):
                 continue  # skip mode: no values yet
+            final = review.fields.get(name) if review else None
             rows.append(
                 {
                     "document_key": state.key,
                     "status": state.status.value,
                     "module": field.get("module"),
                     "field": name,
-                    "value": _text(field.get("value")),
+                    "final_value": _text(final.final_value) if final else None,
+                    "provenance": final.provenance if final else "awaiting_review",
+                    "decided_by": final.reviewer or None if final else None,
+                    "decided_at": final.decided_at or None if final else None,
+                    "decision_note": final.note or None if final else None,
+                    "previous_model_value": _text(final.previous_model_value) if final else None,
+                    "disagreement": "; ".join(f"{who}: {what}" for who, what in final.disagreement.items()) or None
+                    if final
+                    else None,
+                    "model_value": _text(field.get("value")),
                     "quote": field.get("quote"),
                     "confidence": field.get("confidence"),
                     "tier": field.get("tier"),
@@ -147,9 +176,15 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "note": field.get("note") or None,
                     "flags": "; ".join(field.get("flags") or []) or None,
                     "chunk": field.get("chunk"),
+                    "sha256": record.sha256,
+                    "extraction_version": record.extraction_version,
+                    "decision": None,
+                    "corrected_value": None,
+                    "review_note": None,
+                    "reviewer": None,
                 }
             )
-    rows.sort(key=lambda row: not row["needs_review"])
+    rows.sort(key=lambda row: row["provenance"] not in ("awaiting_review", "recheck"))
     return rows
 
 
@@ -160,16 +195,54 @@ def fields_frame(states: list[DocumentState]) -> pl.DataFrame:
 
 
 def extractions_frame(fields: pl.DataFrame) -> pl.DataFrame:
-    """Wide: one row per document, a value column and a tier column per field (template order)."""
+    """Wide: one row per document, a value column (the model's) and a tier column per field (template order)."""
     if fields.is_empty():
         return pl.DataFrame(schema={"document_key": pl.String})
     order = list(dict.fromkeys(fields["field"].to_list()))
-    values = fields.pivot(on="field", index="document_key", values="value", aggregate_function="first")
+    values = fields.pivot(on="field", index="document_key", values="model_value", aggregate_function="first")
     tiers = fields.pivot(on="field", index="document_key", values="tier", aggregate_function="first")
     tiers = tiers.rename({name: f"{name}__tier" for name in order})
     wide = values.join(tiers, on="document_key", how="left")
     columns = ["document_key"] + [column for name in order for column in (name, f"{name}__tier")]
     return wide.select(columns)
+
+
+_POLARS_TYPES = {"integer": pl.Int64, "number": pl.Float64, "boolean": pl.Boolean}
+
+
+def approved_frame(states: list[DocumentState], template: Template | None) -> pl.DataFrame:
+    """Analysis-ready: one row per approved document, one column per template field holding its final value, typed
+    as the template says (integer, number, boolean; lists as JSON text; a rejected field is empty)."""
+    fields = template.fields if template else []
+    schema: dict[str, pl.DataType] = {"document_key": pl.String, "sha256": pl.String, "approved_at": pl.String}
+    schema.update({field.name: _POLARS_TYPES.get(field.type, pl.String) for field in fields})
+    rows = []
+    for state in states:
+        review = state.current_review
+        if review is None or not review.approved:
+            continue
+        row: dict = {"document_key": state.key, "sha256": review.sha256, "approved_at": review.reviewed_at}
+        for field in fields:
+            final = review.fields.get(field.name)
+            value = final.final_value if final else None
+            row[field.name] = value if field.type in _POLARS_TYPES or value is None else _text(value)
+        rows.append(row)
+    return pl.DataFrame(rows, schema=schema, orient="row", strict=False)
+
+
+QUALITY_SCHEMA = {
+    "field": pl.String,
+    "tier": pl.String,
+    "reviewed": pl.Int64,
+    "approved": pl.Int64,
+    "corrected": pl.Int64,
+    "rejected": pl.Int64,
+    "kept_rate": pl.Float64,
+}
+
+
+def quality_frame(completion: TaskCompletion) -> pl.DataFrame:
+    return pl.DataFrame([row.model_dump() for row in completion.review_quality], schema=QUALITY_SCHEMA, orient="row")
 
 
 def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
@@ -182,8 +255,19 @@ def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
     ]
     rows += [
         {"figure": name, "count": getattr(completion, name)}
-        for name in ("llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens", "fields_needing_review")
+        for name in (
+            "llm_calls",
+            "llm_cache_hits",
+            "prompt_tokens",
+            "completion_tokens",
+            "fields_needing_review",
+            "documents_approved",
+            "documents_awaiting_review",
+            "decisions",
+            "disagreements",
+        )
     ]
+    rows += [{"figure": f"fields_{name}", "count": count} for name, count in completion.fields_by_provenance.items()]
     if completion.average_processing_seconds is not None:
         rows.append({"figure": "average_processing_seconds", "seconds": completion.average_processing_seconds})
     schema = {"figure": pl.String, "count": pl.Int64, "rate": pl.Float64, "seconds": pl.Float64}
@@ -205,27 +289,46 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
 
 def export_files() -> list[str]:
     """Every file ``write_exports`` writes, relative to the exports store."""
-    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + [export_path(FIELDS_STEM, fmt) for fmt in FORMATS[1:]]
+    per_row = [export_path(stem, fmt) for stem in (FIELDS_STEM, APPROVED_STEM) for fmt in FORMATS[1:]]
+    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [export_path(QUALITY_STEM, "csv")]
 
 
-def write_exports(store: Store, states: list[DocumentState], completion: TaskCompletion) -> dict[str, str]:
+def write_exports(
+    store: Store, states: list[DocumentState], completion: TaskCompletion, template: Template | None = None
+) -> dict[str, str]:
     """Write every export under stable names in ``store``; returns name → location.
 
-    ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field (value, quote,
-    confidence, tier, evidence location — page, span in document.md or table and row —, consistency flags), fields
-    needing review first. The xlsx holds both plus a wide ``extractions`` sheet.
+    ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field — the final value,
+    its provenance, who decided and when, beside the model's value, quote, confidence, tier, evidence location (page,
+    span in document.md or table and row) and consistency flags; fields awaiting a person first. ``atlas_approved.*``:
+    approved documents only, one typed column per field. ``atlas_review_quality.csv``: how often reviewers kept the
+    model's value, per field and tier. The xlsx holds them all (its ``fields`` sheet with decision columns to fill
+    in and drop into the review inbox) plus a wide ``extractions`` sheet.
     """
+    secrets = secret_values()
     documents, fields = documents_frame(states), fields_frame(states)
+    approved = approved_frame(states, template)
+    approved = pl.DataFrame([redact_value(row, secrets) for row in approved.rows(named=True)], schema=approved.schema)
+    quality = quality_frame(completion)
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
     workbook = workbook_bytes(
-        documents, extractions_frame(fields), fields, completion_frame(completion), skip_mode=skip_mode
+        documents,
+        extractions_frame(fields),
+        fields,
+        completion_frame(completion),
+        approved=approved,
+        quality=quality,
+        choices=DECISION_CHOICES,
+        skip_mode=skip_mode,
     )
     written = {"xlsx": store.write_bytes(export_path(EXPORT_STEM, "xlsx"), workbook)}
     for fmt in FORMATS[1:]:
-        written[fmt] = store.write_bytes(
-            export_path(EXPORT_STEM, fmt), _encode(documents, fmt, export_path(EXPORT_STEM, "parquet"))
+        for label, stem, frame in (("", EXPORT_STEM, documents), ("fields_", FIELDS_STEM, fields)):
+            written[f"{label}{fmt}"] = store.write_bytes(
+                export_path(stem, fmt), _encode(frame, fmt, export_path(stem, "parquet"))
+            )
+        written[f"approved_{fmt}"] = store.write_bytes(
+            export_path(APPROVED_STEM, fmt), _encode(approved, fmt, export_path(APPROVED_STEM, "parquet"))
         )
-        written[f"fields_{fmt}"] = store.write_bytes(
-            export_path(FIELDS_STEM, fmt), _encode(fields, fmt, export_path(FIELDS_STEM, "parquet"))
-        )
+    written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))
     return written

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM, export_path
+from atlas_pipeline.store.layout import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM, export_path
 
 CELL_LIMIT = 32_000  # below Excel's 32,767 and far below csv readers' field limits (Python's: 131,072)
 MAX_WIDTH = 60
@@ -82,11 +82,12 @@ class _Sheets:
         percent: tuple[str, ...] = (),
         typed_values: tuple[str, ...] = (),
         row_rules: Sequence[tuple[str, str, str]] = (),
+        choices: dict[str, list[str]] | None = None,
         empty_note: str = "",
     ) -> None:
         """One sheet holding ``frame`` as an Excel table. ``typed_values``: string columns whose numeric-looking
         values are written as numbers; ``row_rules``: (column, Excel condition on its cell, fill) colouring whole
-        rows, e.g. ``("status", '="failed"', red)``."""
+        rows, e.g. ``("status", '="failed"', red)``; ``choices``: columns whose cells offer a drop-down of values."""
         sheet = self.workbook.add_worksheet(name)
         columns = frame.columns
         rows = frame.rows()
@@ -119,6 +120,21 @@ class _Sheets:
                 f"A2:{last}{len(rows) + 1}",
                 {"type": "formula", "criteria": f"=${letter}2{condition}", "format": self.fills[colour]},
             )
+        for column, allowed in (choices or {}).items():
+            if column in columns and rows:
+                index = columns.index(column)
+                sheet.data_validation(
+                    1,
+                    index,
+                    len(rows),
+                    index,
+                    {
+                        "validate": "list",
+                        "source": allowed,
+                        "error_title": "Not a decision",
+                        "error_message": f"Choose one of: {', '.join(allowed)}",
+                    },
+                )
         if not rows and empty_note:
             sheet.write(3, 0, empty_note, self.note)
 
@@ -156,10 +172,14 @@ def workbook_bytes(
     fields: pl.DataFrame,
     completion: pl.DataFrame,
     *,
+    approved: pl.DataFrame | None = None,
+    quality: pl.DataFrame | None = None,
+    choices: dict[str, list[str]] | None = None,
     skip_mode: bool,
 ) -> bytes:
-    """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide), ``fields`` (long, those needing review
-    first) and ``task_completion``."""
+    """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide, the model's values), ``fields`` (long,
+    those awaiting a person first, with decision columns to fill in), ``approved`` (final values of approved
+    documents), ``review_quality`` and ``task_completion``."""
     import xlsxwriter
 
     full_in = f"{export_path(FIELDS_STEM, 'parquet')} / .jsonl"
@@ -186,13 +206,28 @@ def workbook_bytes(
         sheets.table(
             "fields",
             truncate_for_cells(fields, full_in),
-            typed_values=("value",),
+            typed_values=("model_value", "final_value"),
             percent=("confidence",),
             row_rules=[
                 ("flags", '<>""', FLAG_FILL),
                 *(("tier", f'="{tier}"', colour) for tier, colour in TIER_FILLS.items()),
             ],
+            choices=choices,
             empty_note=why_empty,
         )
+        if approved is not None:
+            sheets.table(
+                "approved",
+                truncate_for_cells(approved, f"{export_path(APPROVED_STEM, 'parquet')} / .jsonl"),
+                empty_note="No document approved yet: approve or correct its fields on the review page "
+                "(`atlas review`) or in the fields sheet.",
+            )
+        if quality is not None:
+            sheets.table(
+                "review_quality",
+                quality,
+                percent=("kept_rate",),
+                empty_note="No field decided by a person yet.",
+            )
         sheets.table("task_completion", completion, percent=("rate",))
     return buffer.getvalue()

@@ -120,10 +120,12 @@ class Store:
         except FileNotFoundError:
             return default
 
-    def files(self) -> list[str]:
-        """Relative paths of every object in the store, sorted (half-written local temporaries left out)."""
-        if not self.fs.exists(self.root):
+    def files(self, under: str = "") -> list[str]:
+        """Relative paths of every object in the store (or below the folder ``under``), sorted; half-written local
+        temporaries left out."""
+        top = self.path(under) if under else self.root
+        if not self.fs.exists(top):
             return []
-        found = self.fs.find(self.root, withdirs=False)
+        found = self.fs.find(top, withdirs=False)
         relative = (posixpath.relpath(path, self.root) for path in found)
         return sorted(path for path in relative if not posixpath.basename(path).startswith(".tmp-"))

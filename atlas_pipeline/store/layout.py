@@ -11,10 +11,15 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     catalog/documents.json                         the catalog: every document found, removals, duplicates
     catalog/entries/<key>.json                     one catalog entry, what a single-document run reads
     llm_cache/<ab>/<request hash>.json             LLM answers by request, with their original usage
+    documents/<key>/review.json                    the review: final values merged from the extraction and decisions
+    reviews/decisions/<key>/<stamp>-<id>.json      the audit log: one file per decision, written once, never changed
+    reviews/imports/<stamp>-<sha256>.json          what a reviewed workbook from the inbox did, row by row
     aggregates/task_completion.json                task completion figures (derived: rebuilt, never migrated over)
 
-The export store (``ATLAS_EXPORTS``): ``atlas_documents.{xlsx,csv,parquet,jsonl}`` (one row per document) and
-``atlas_fields.{csv,parquet,jsonl}`` (one row per extracted field).
+The export store (``ATLAS_EXPORTS``): ``atlas_documents.{xlsx,csv,parquet,jsonl}`` (one row per document),
+``atlas_fields.{csv,parquet,jsonl}`` (one row per extracted field, final value and provenance beside the model's),
+``atlas_approved.{csv,parquet,jsonl}`` (approved documents only, one typed column per field) and
+``atlas_review_quality.csv`` (per field and tier: how often reviewers kept the model's value).
 
 Paths are relative to their store, so records keep working when a store moves (``atlas migrate``).
 """
@@ -30,8 +35,14 @@ LLM_CACHE = "llm_cache"
 AGGREGATES = "aggregates"
 COMPLETION_PATH = f"{AGGREGATES}/task_completion.json"
 
+REVIEWS = "reviews"
+DECISIONS = f"{REVIEWS}/decisions"
+IMPORTS = f"{REVIEWS}/imports"
+
 EXPORT_STEM = "atlas_documents"
 FIELDS_STEM = "atlas_fields"
+APPROVED_STEM = "atlas_approved"
+QUALITY_STEM = "atlas_review_quality"
 
 
 def snapshot_path(sha256: str) -> str:
@@ -60,6 +71,18 @@ def record_path(key: str, stage: str) -> str:
 
 def extraction_output_path(key: str) -> str:
     return f"{DOCUMENTS}/{key}/extraction_output.json"
+
+
+def decisions_dir(key: str) -> str:
+    return f"{DECISIONS}/{key}"
+
+
+def decision_path(key: str, stamp: str, decision_id: str) -> str:
+    return f"{decisions_dir(key)}/{stamp}-{decision_id}.json"
+
+
+def import_report_path(stamp: str, sha256: str) -> str:
+    return f"{IMPORTS}/{stamp}-{sha256[:16]}.json"
 
 
 def catalog_entry_path(key: str) -> str:

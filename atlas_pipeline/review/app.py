@@ -1,0 +1,367 @@
+"""The review page: a person sees each value with its evidence and approves, corrects or rejects it.
+
+Server-rendered with Starlette and Jinja2 (both already installed with Dagster's web server, so nothing heavy is
+added; a few lines of JavaScript for keyboard shortcuts and live document statuses). It reads and writes only the
+stores — the artifact store (records, snapshots, the decision log) and the knowledge base (uploads) — and the
+Dagster instance (document statuses). State changes are POSTs only, from the page's own origin; no setting or
+secret is ever rendered. Bound to 127.0.0.1 by ``atlas review``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote as url_quote
+from urllib.parse import urlencode, urlsplit
+
+import dagster as dg
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.knowledge.partition_keys import is_safe_key
+from atlas_pipeline.ops.settings import AtlasSettings
+from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.review.decisions import Decision, DecisionRefused, decide, load_decisions, value_text
+from atlas_pipeline.review.evidence import locate_quote, render_page, text_evidence
+from atlas_pipeline.review.outcome import DocumentReview, FinalField, review_document
+from atlas_pipeline.review.workbook_import import import_reports
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import record_path
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+TEMPLATES.env.filters["value"] = value_text
+REVIEWER_COOKIE = "atlas_reviewer"
+NEEDS_PERSON = ("awaiting_review", "recheck")
+
+
+class ReviewPage:
+    """What the page's handlers share: the deployment's settings, its stores and the Dagster instance."""
+
+    def __init__(self, settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance]) -> None:
+        self.settings = settings
+        self.atlas = AtlasResource.from_settings(settings)
+        self.store: Store = self.atlas.store()
+        self._instance = instance
+
+    def instance(self) -> dg.DagsterInstance:
+        return self._instance()
+
+    def template(self) -> Template:
+        return self.atlas.load_template()
+
+    def states(self, only: list[str] | None = None) -> list[DocumentState]:
+        return self.atlas.document_states(self.instance(), only)
+
+    def reviewer(self, request: Request) -> str:
+        return request.cookies.get(REVIEWER_COOKIE) or self.settings.reviewer
+
+
+def _state_row(state: DocumentState) -> dict[str, Any]:
+    review = state.current_review
+    return {
+        "key": state.key,
+        "status": state.status.value,
+        "reason": state.reason,
+        "to_review": review.to_review if review else None,
+        "recheck": review.counts.get("recheck", 0) if review else 0,
+        "decisions": review.decisions if review else 0,
+        "reviewers": ", ".join(review.reviewers) if review else "",
+        "disagreements": review.disagreements if review else 0,
+        "review_state": review.state if review else "",
+    }
+
+
+def _priority(row: dict[str, Any]) -> tuple:
+    """What needs a person first: re-checks, then most fields to review, then the rest by name."""
+    waiting = row["to_review"] or 0
+    return (-(row["recheck"] or 0), -waiting, row["status"] == "approved", row["key"])
+
+
+async def documents(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    rows = sorted((_state_row(state) for state in page.states()), key=_priority)
+    status, needs = request.query_params.get("status", ""), request.query_params.get("needs") == "review"
+    statuses = sorted({row["status"] for row in rows})
+    shown = [r for r in rows if (not status or r["status"] == status) and (not needs or (r["to_review"] or 0) > 0)]
+    return TEMPLATES.TemplateResponse(
+        request,
+        "documents.html",
+        {
+            "rows": shown,
+            "total": len(rows),
+            "statuses": statuses,
+            "status": status,
+            "needs": needs,
+            "reviewer": page.reviewer(request),
+            "message": request.query_params.get("message", ""),
+        },
+    )
+
+
+async def documents_api(request: Request) -> Response:
+    """Statuses for the list's live refresh (pending → extracting → done / failed with the reason)."""
+    page: ReviewPage = request.app.state.page
+    return JSONResponse([_state_row(state) for state in page.states()])
+
+
+def _key(request: Request) -> str:
+    key = request.path_params["key"]
+    if not is_safe_key(key):
+        raise _NotFound(f"no document {key!r}")
+    return key
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Decision]) -> dict[str, Any]:
+    return {
+        "name": final.field,
+        "final": final,
+        "model_value": extracted.get("value"),
+        "tier": final.tier,
+        "quote": final.quote,
+        "note": extracted.get("note") or "",
+        "flags": final.flags,
+        "needs_person": final.provenance in NEEDS_PERSON,
+        "history": list(reversed(history)),
+    }
+
+
+def document_context(page: ReviewPage, request: Request, key: str, error: str = "") -> dict[str, Any]:
+    store = page.store
+    record = read_record(store, key, "extraction", ExtractionRecord)
+    states = page.states(only=[key])
+    state = states[0] if states else None
+    decisions = load_decisions(store, key)
+    me = page.reviewer(request)
+    blind = request.query_params.get("blind") == "1"
+    seen = [d for d in decisions if d.reviewer == me] if blind else decisions
+    review: DocumentReview | None = review_document(record, seen, page.atlas.accepted_tiers())
+    template = page.template()
+    descriptions = {field.name: field for field in template.fields}
+    modules: dict[str, list[dict[str, Any]]] = {}
+    order = [field.name for field in template.fields]
+    names = sorted(review.fields, key=lambda n: order.index(n) if n in order else len(order)) if review else []
+    views = []
+    for name in names:
+        final = review.fields[name] if review else None
+        if final is None or record is None:
+            continue
+        view = _field_view(final, record.fields[name], [d for d in seen if d.field == name])
+        view["definition"] = descriptions.get(name)
+        modules.setdefault(final.module or "fields", []).append(view)
+        views.append(view)
+    selected_name = request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
+    selected = next((v for v in views if v["name"] == selected_name), None)
+    waiting = [v["name"] for v in views if v["needs_person"]]
+    after = names[names.index(selected_name) + 1 :] if selected_name in names else names
+    next_field = next((n for n in after if n in waiting), waiting[0] if waiting else "")
+    return {
+        "key": key,
+        "state": state,
+        "record": record,
+        "review": review,
+        "modules": modules,
+        "selected": selected,
+        "evidence": _evidence(page, key, record, selected) if selected else None,
+        "next_field": next_field,
+        "reviewer": me,
+        "blind": blind,
+        "error": error,
+        "message": request.query_params.get("message", ""),
+        "query": lambda **changes: (
+            "?" + urlencode({k: v for k, v in {"blind": "1" if blind else "", **changes}.items() if v})
+        ),
+    }
+
+
+def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view: dict[str, Any]) -> dict[str, Any]:
+    store = page.store
+    snapshot = read_record(store, key, "snapshot", SnapshotRecord)
+    parse = read_record(store, key, "parse", ParseRecord)
+    extracted = record.fields.get(view["name"], {}) if record else {}
+    quote = view["quote"]
+    if snapshot and snapshot.snapshot_path and (snapshot.media_type or "").endswith("pdf"):
+        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, extracted.get("page"))
+        return {
+            "kind": "pdf",
+            "page": located.page,
+            "pages": located.pages,
+            "rects": located.rects,
+            "match": located.match,
+        }
+    text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
+    return {
+        "kind": "text",
+        "html": text_evidence(text, extracted.get("start"), extracted.get("end"), quote),
+        "found": extracted.get("start") is not None or bool(quote and quote in text),
+    }
+
+
+async def document(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    if not page.store.exists(record_path(key, "snapshot")):
+        return PlainTextResponse(f"no document {key!r}", status_code=404)
+    return TEMPLATES.TemplateResponse(request, "document.html", document_context(page, request, key))
+
+
+async def page_image(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    snapshot = read_record(page.store, key, "snapshot", SnapshotRecord)
+    if snapshot is None or not snapshot.snapshot_path or not (snapshot.media_type or "").endswith("pdf"):
+        return PlainTextResponse("no PDF snapshot for this document", status_code=404)
+    try:
+        image = render_page(page.store.read_bytes(snapshot.snapshot_path), int(request.path_params["number"]))
+    except ValueError as error:
+        return PlainTextResponse(str(error), status_code=404)
+    return Response(image, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
+
+
+def _same_origin(request: Request) -> bool:
+    """State changes only from the page itself: a browser sends Origin (or Referer) with every POST."""
+    origin = request.headers.get("origin") or request.headers.get("referer")
+    if not origin:
+        return True  # not a browser (curl, a script on this machine)
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+async def decision(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    form = await request.form()
+    field = str(request.path_params["field"])
+    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    template_fields = {f.name: f for f in page.template().fields}
+    try:
+        decide(
+            page.store,
+            read_record(page.store, key, "extraction", ExtractionRecord),
+            field,
+            str(form.get("action") or ""),
+            reviewer=reviewer,
+            shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+            template_field=template_fields.get(field),
+            value=form.get("value"),
+            quote=str(form.get("quote") or ""),
+            note=str(form.get("note") or ""),
+            source="page",
+        )
+    except DecisionRefused as refused:
+        context = document_context(page, request, key, error=str(refused))
+        return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
+    blind = "&blind=1" if form.get("blind") == "1" else ""
+    go_to = str(form.get("next") or field)
+    response = RedirectResponse(
+        f"/documents/{url_quote(key)}?field={url_quote(go_to)}{blind}&message="
+        + url_quote(f"{form.get('action')} recorded for {field} by {reviewer}"),
+        status_code=303,
+    )
+    response.set_cookie(REVIEWER_COOKIE, reviewer, httponly=True, samesite="strict")
+    return response
+
+
+async def set_reviewer(request: Request) -> Response:
+    if not _same_origin(request):
+        return PlainTextResponse("refused: not from the review page", status_code=403)
+    form = await request.form()
+    name = str(form.get("reviewer") or "").strip()
+    response = RedirectResponse(str(form.get("back") or "/"), status_code=303)
+    if name:
+        response.set_cookie(REVIEWER_COOKIE, name, httponly=True, samesite="strict")
+    else:
+        response.delete_cookie(REVIEWER_COOKIE)
+    return response
+
+
+async def upload(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: an upload must come from the review page itself", status_code=403)
+    form = await request.form()
+    knowledge_base = page.atlas.open_knowledge_base()
+    added, problems = [], []
+    for item in form.getlist("documents"):
+        if not hasattr(item, "read"):
+            continue
+        data = await item.read()
+        try:
+            added.append(knowledge_base.add(item.filename or "", data))
+        except (ValueError, OSError) as error:
+            problems.append(str(error))
+    message = (f"added {', '.join(added)}: the sensor picks them up on its next scan. " if added else "") + " ".join(
+        problems
+    )
+    return RedirectResponse("/?" + urlencode({"message": message.strip() or "no file chosen"}), status_code=303)
+
+
+async def imports(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    return TEMPLATES.TemplateResponse(
+        request,
+        "imports.html",
+        {
+            "reports": import_reports(page.store),
+            "inbox": page.settings.review_inbox,
+            "reviewer": page.reviewer(request),
+        },
+    )
+
+
+async def disagreements(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    rows = []
+    for state in page.states():
+        review = state.current_review
+        for name, final in review.fields.items() if review else []:
+            if final.disagreement:
+                rows.append({"key": state.key, "field": name, "final": final})
+    return TEMPLATES.TemplateResponse(request, "disagreements.html", {"rows": rows, "reviewer": page.reviewer(request)})
+
+
+def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None) -> Starlette:
+    """The review page's ASGI app over one deployment (``instance``: how to reach the Dagster instance; default
+    ``DagsterInstance.get()`` from DAGSTER_HOME, opened once)."""
+    cached: list[dg.DagsterInstance] = []
+
+    def default_instance() -> dg.DagsterInstance:
+        if not cached:
+            cached.append(dg.DagsterInstance.get())
+        return cached[0]
+
+    app = Starlette(
+        routes=[
+            Route("/", documents),
+            Route("/api/documents", documents_api),
+            Route("/upload", upload, methods=["POST"]),
+            Route("/reviewer", set_reviewer, methods=["POST"]),
+            Route("/imports", imports),
+            Route("/disagreements", disagreements),
+            Route("/documents/{key}", document),
+            Route("/documents/{key}/pages/{number:int}.png", page_image),
+            Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),
+        ]
+    )
+    app.state.page = ReviewPage(settings, instance or default_instance)
+    return app

@@ -1,0 +1,131 @@
+"""A value's evidence in context: the PDF page with the quote's rectangles, or the text around its span.
+
+PyMuPDF renders the page from the immutable snapshot and finds where the quote is drawn. A quote is graded against
+the markdown (line breaks, hyphenation and table cells differ from the page), so when the whole quote is not found
+as one run of text, its pieces are: clauses, then table cells, then runs of words — every rectangle found on the
+page is highlighted and the result says how it was matched (``whole``, ``pieces``, or nothing found).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+PAGE_ZOOM = 1.5  # 108 dpi: readable on a laptop screen, a few hundred KB per page
+CONTEXT_CHARS = 1200
+MIN_PIECE_CHARS = 8
+WORDS_PER_PIECE = 5
+
+
+@dataclass
+class Rect:
+    """A highlight in page fractions (0–1 from the top left), so it scales with the rendered image."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+
+
+@dataclass
+class PageEvidence:
+    page: int  # 1-based
+    pages: int
+    rects: list[Rect] = field(default_factory=list)
+    match: str = "none"  # whole | pieces | none
+
+
+def _pieces(quote: str) -> list[str]:
+    """Parts of a quote that may each be found on the page when the whole is not."""
+    parts = [p.strip(" *_|") for p in re.split(r"\s*(?:\||[;:]\s|,\s|\.\s|\n)\s*", quote)]
+    pieces = [p for p in parts if len(p) >= MIN_PIECE_CHARS or re.fullmatch(r"[-−+]?\d[\d.,]*%?", p or "")]
+    words = quote.replace("|", " ").replace("*", " ").split()
+    for start in range(0, len(words), WORDS_PER_PIECE):
+        run = " ".join(words[start : start + WORDS_PER_PIECE])
+        if len(run) >= MIN_PIECE_CHARS:
+            pieces.append(run)
+    return list(dict.fromkeys(pieces))
+
+
+def _find_pieces(page, pieces: list[str]) -> tuple[list, int]:  # page: a pymupdf.Page
+    found, distinct = [], 0
+    for piece in pieces:
+        hits = page.search_for(piece)
+        found += hits
+        distinct += bool(hits)
+    return found, distinct
+
+
+def locate_quote(pdf: bytes, quote: str | None, page_hint: int | None) -> PageEvidence:
+    """The page to show — where the whole quote is (the graded page first), else where most of its pieces are, else
+    the graded page or page 1 — and the quote's rectangles on it."""
+    import pymupdf
+
+    with pymupdf.open(stream=pdf, filetype="pdf") as document:
+        count = document.page_count
+        order = list(range(count))
+        if page_hint and 1 <= page_hint <= count:
+            order.remove(page_hint - 1)
+            order.insert(0, page_hint - 1)
+        chosen, rects, how = order[0] if order else 0, [], "none"
+        if quote:
+            whole = " ".join(quote.split())
+            for number in order:  # the whole quote: the graded page first
+                found = document[number].search_for(whole)
+                if found:
+                    chosen, rects, how = number, found, "whole"
+                    break
+            else:  # its pieces: the page where most of them are (the graded page on a tie)
+                pieces, best = _pieces(quote), 0
+                for number in order:
+                    found, distinct = _find_pieces(document[number], pieces)
+                    if distinct > best:
+                        chosen, rects, how, best = number, found, "pieces", distinct
+        page = document[chosen]
+        box = page.rect
+        evidence = PageEvidence(
+            page=chosen + 1,
+            pages=count,
+            rects=[
+                Rect(
+                    left=(r.x0 - box.x0) / box.width,
+                    top=(r.y0 - box.y0) / box.height,
+                    width=r.width / box.width,
+                    height=r.height / box.height,
+                )
+                for r in rects
+            ],
+            match=how,
+        )
+    return evidence
+
+
+def render_page(pdf: bytes, number: int) -> bytes:
+    """One page (1-based) as PNG, for paging through the document beside the evidence."""
+    import pymupdf
+
+    with pymupdf.open(stream=pdf, filetype="pdf") as document:
+        if not 1 <= number <= document.page_count:
+            raise ValueError(f"no page {number} (the document has {document.page_count})")
+        return document[number - 1].get_pixmap(matrix=pymupdf.Matrix(PAGE_ZOOM, PAGE_ZOOM)).tobytes("png")
+
+
+def text_evidence(text: str, start: int | None, end: int | None, quote: str | None) -> str:
+    """HTML (escaped) of the text around the quote's span with the span in ``<mark>``; when the span is unknown the
+    quote is looked for as written, and when it is not there the start of the text is shown with no mark."""
+    if start is None or end is None or not (0 <= start < end <= len(text)):
+        found = text.find(quote) if quote else -1
+        if found < 0:
+            return html.escape(text[: 2 * CONTEXT_CHARS])
+        start, end = found, found + len(quote or "")
+    lo, hi = max(0, start - CONTEXT_CHARS), min(len(text), end + CONTEXT_CHARS)
+    return (
+        ("…" if lo else "")
+        + html.escape(text[lo:start])
+        + '<mark id="evidence">'
+        + html.escape(text[start:end])
+        + "</mark>"
+        + html.escape(text[end:hi])
+        + ("…" if hi < len(text) else "")
+    )

@@ -1,0 +1,200 @@
+"""The model's answer and the people's decisions merged into final values, each with where it came from.
+
+Provenance of a final value:
+
+- ``model_verified``: no one decided, and the team's policy accepts the field's tier as it is (``verified`` by
+  default; never a flagged field);
+- ``reviewer_approved`` / ``reviewer_corrected`` / ``rejected``: the latest decision on the field;
+- ``awaiting_review``: a person has to look;
+- ``recheck``: a person decided, but the model's value has changed since (new model, template or bytes): the old
+  decision is shown with the old and the new value and a person decides again. A decision whose value did not
+  change keeps applying, whatever else changed.
+
+Every decision stays in the audit log; the latest one wins. When reviewers' latest decisions on a field differ (a
+team that double-extracts), the field lists the disagreement.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.review.decisions import Decision, decision_file, decision_marks, same_value
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+Provenance = Literal[
+    "model_verified", "reviewer_approved", "reviewer_corrected", "rejected", "awaiting_review", "recheck"
+]
+PROVENANCES: tuple[str, ...] = (
+    "model_verified",
+    "reviewer_approved",
+    "reviewer_corrected",
+    "rejected",
+    "awaiting_review",
+    "recheck",
+)
+FINAL: frozenset[str] = frozenset({"model_verified", "reviewer_approved", "reviewer_corrected", "rejected"})
+_BY_ACTION = {"approve": "reviewer_approved", "correct": "reviewer_corrected", "reject": "rejected"}
+
+
+class FinalField(BaseModel):
+    field: str
+    module: str = ""
+    provenance: Provenance
+    final_value: Any = None
+    model_value: Any = None
+    tier: str = ""
+    quote: str | None = None
+    flags: list[str] = Field(default_factory=list)
+    reviewer: str = ""
+    decided_at: str = ""
+    decision: str = ""  # approve | correct | reject (the one that counts)
+    decision_id: str = ""
+    note: str = ""
+    corrected_quote: str | None = None
+    previous_model_value: Any = None  # recheck: the value the decision was made on
+    decisions: int = 0  # how many decisions the audit log holds on this field
+    disagreement: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, when they differ
+
+    @property
+    def decided(self) -> bool:
+        return self.provenance in FINAL
+
+
+class DocumentReview(BaseModel):
+    """A document's review: what ``document_review`` materialises and the exports read."""
+
+    key: str
+    sha256: str
+    extraction_version: str
+    approved: bool
+    reviewable: bool  # False: no values to review (skip mode, failed or skipped document)
+    fields: dict[str, FinalField] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)  # provenance → fields
+    decisions: int = 0
+    reviewers: list[str] = Field(default_factory=list)
+    disagreements: int = 0
+    last_decision: str = ""  # file name of the newest decision merged (``decisions.decision_marks``)
+    reviewed_at: str = ""
+
+    @property
+    def to_review(self) -> int:
+        return self.counts.get("awaiting_review", 0) + self.counts.get("recheck", 0)
+
+    @property
+    def state(self) -> str:
+        if not self.reviewable:
+            return "nothing to review"
+        return "approved" if self.approved else "awaiting review"
+
+    def summary(self) -> str:
+        if not self.reviewable:
+            return "nothing to review"
+        parts = [f"{count} {name.replace('_', ' ')}" for name, count in self.counts.items() if count]
+        head = "approved" if self.approved else f"{self.to_review} field(s) to review"
+        return f"{head}: " + ", ".join(parts)
+
+
+def _needs_person(extracted: dict[str, Any], accepted_tiers: frozenset[str]) -> bool:
+    return bool(extracted.get("flags")) or str(extracted.get("tier")) not in accepted_tiers
+
+
+def review_field(
+    name: str, extracted: dict[str, Any], decisions: list[Decision], accepted_tiers: frozenset[str]
+) -> FinalField:
+    """One field's final value from the model's answer and the decisions on it (oldest first)."""
+    model_value = extracted.get("value")
+    base = FinalField(
+        field=name,
+        module=str(extracted.get("module") or ""),
+        provenance="awaiting_review",
+        model_value=model_value,
+        tier=str(extracted.get("tier") or ""),
+        quote=extracted.get("quote"),
+        flags=list(extracted.get("flags") or []),
+        decisions=len(decisions),
+    )
+    current = [d for d in decisions if same_value(d.made_on.model_value, model_value)]
+    latest_by_reviewer: dict[str, Decision] = {}
+    for decision in current:
+        latest_by_reviewer[decision.reviewer] = decision
+    outcomes = {reviewer: decision.outcome() for reviewer, decision in latest_by_reviewer.items()}
+    if len(set(outcomes.values())) > 1:
+        base.disagreement = outcomes
+    if current:
+        latest = current[-1]
+        base.provenance = _BY_ACTION[latest.action]  # type: ignore[assignment]
+        base.final_value = (
+            latest.value if latest.action == "correct" else (None if latest.action == "reject" else model_value)
+        )
+        base.reviewer, base.decided_at, base.decision = latest.reviewer, latest.decided_at, latest.action
+        base.decision_id, base.note, base.corrected_quote = latest.id, latest.note, latest.quote
+        return base
+    if decisions:  # decided on a value the model no longer gives
+        stale = decisions[-1]
+        base.provenance = "recheck"
+        base.previous_model_value = stale.made_on.model_value
+        base.reviewer, base.decided_at, base.decision = stale.reviewer, stale.decided_at, stale.action
+        base.decision_id, base.note = stale.id, stale.note
+        return base
+    if not _needs_person(extracted, accepted_tiers):
+        base.provenance, base.final_value = "model_verified", model_value
+    return base
+
+
+def review_document(
+    record: ExtractionRecord | None, decisions: list[Decision], accepted_tiers: frozenset[str]
+) -> DocumentReview | None:
+    """The document's review, or None when it has no extraction yet."""
+    if record is None:
+        return None
+    extracted = {name: field for name, field in record.fields.items() if isinstance(field, dict)}
+    reviewable = bool(extracted) and record.status.value not in ("failed", "skipped")
+    by_field: dict[str, list[Decision]] = {}
+    for decision in decisions:
+        by_field.setdefault(decision.field, []).append(decision)
+    fields = {
+        name: review_field(name, field, by_field.get(name, []), accepted_tiers) for name, field in extracted.items()
+    }
+    counts = Counter(field.provenance for field in fields.values())
+    return DocumentReview(
+        key=record.key,
+        sha256=record.sha256,
+        extraction_version=record.extraction_version,
+        approved=reviewable and all(field.decided for field in fields.values()),
+        reviewable=reviewable,
+        fields=fields,
+        counts={name: counts.get(name, 0) for name in PROVENANCES},
+        decisions=len(decisions),
+        reviewers=sorted({decision.reviewer for decision in decisions}),
+        disagreements=sum(1 for field in fields.values() if field.disagreement),
+        last_decision=decision_file(decisions[-1]) if decisions else "",
+        reviewed_at=now_iso(),
+    )
+
+
+def applies_to(review: DocumentReview | None, record: ExtractionRecord | None) -> bool:
+    """Whether a stored review was made from this very extraction (a newer extraction waits for its review)."""
+    return (
+        review is not None
+        and record is not None
+        and (review.sha256, review.extraction_version) == (record.sha256, record.extraction_version)
+    )
+
+
+def reviews_behind(store: Store, keys: list[str]) -> list[str]:
+    """Documents among ``keys`` with a decision newer than their stored review (made while no daemon ran): what
+    ``atlas run`` merges before it refreshes the exports."""
+    marks = decision_marks(store)
+    behind = []
+    for key in keys:
+        if key not in marks:
+            continue
+        review = read_record(store, key, "review", DocumentReview)
+        if review is None or review.last_decision != marks[key]:
+            behind.append(key)
+    return behind

@@ -1,0 +1,50 @@
+"""What the decisions teach: per field and per tier, how often a person kept the model's value as it was.
+
+"How often is ``verified`` right on our documents?" is answered from the reviewed fields themselves: a field a person
+approved counts as kept, one they corrected or rejected as changed. Fields accepted by policy alone are not evidence
+either way and are left out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pydantic import BaseModel
+
+from atlas_pipeline.review.outcome import DocumentReview
+
+
+class QualityRow(BaseModel):
+    field: str  # a field name, or "(all)" for the tier over every field
+    tier: str
+    reviewed: int
+    approved: int
+    corrected: int
+    rejected: int
+    kept_rate: float  # approved / reviewed
+
+
+def review_quality(reviews: list[DocumentReview]) -> list[QualityRow]:
+    """Rows per (field, tier) and per tier over all fields, from the decision that counts on each field."""
+    tally: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: {"approve": 0, "correct": 0, "reject": 0})
+    for review in reviews:
+        for field in review.fields.values():
+            if field.provenance not in ("reviewer_approved", "reviewer_corrected", "rejected"):
+                continue
+            for name in (field.field, "(all)"):
+                tally[(name, field.tier or "unknown")][field.decision] += 1
+    rows = []
+    for (name, tier), counts in sorted(tally.items(), key=lambda item: (item[0][0] != "(all)", item[0])):
+        reviewed = sum(counts.values())
+        rows.append(
+            QualityRow(
+                field=name,
+                tier=tier,
+                reviewed=reviewed,
+                approved=counts["approve"],
+                corrected=counts["correct"],
+                rejected=counts["reject"],
+                kept_rate=round(counts["approve"] / reviewed, 4) if reviewed else 0.0,
+            )
+        )
+    return rows

@@ -1,0 +1,153 @@
+"""Decisions from a reviewed workbook: the exported xlsx with its ``fields`` sheet's decision columns filled in.
+
+Reviewers live in Excel. The exported ``fields`` sheet carries, per row, what the row was made on (``sha256``,
+``extraction_version``) and empty decision columns with drop-downs (``decision``: approve / correct / reject,
+``corrected_value``, ``review_note``, ``reviewer``). A workbook dropped into the review inbox (``ATLAS_REVIEW_INBOX``)
+is imported once (by its sha256): every row with a decision is checked — unknown document or field, a decision that
+is not one of the three, a value of the wrong type, a row made on an older extraction — and refused with its reason
+in the import report; the good rows become decisions exactly like the page's. Nothing else is changed or lost.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, Field
+
+from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
+from atlas_pipeline.review.decisions import DecisionRefused, decide
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import IMPORTS, import_report_path
+from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+SHEET = "fields"
+DECISION_COLUMNS = ("decision", "corrected_value", "review_note", "reviewer")
+REQUIRED_COLUMNS = ("document_key", "field", "sha256", "extraction_version", "decision")
+
+
+class RowOutcome(BaseModel):
+    row: int  # the row number as Excel shows it (header is row 1)
+    document: str = ""
+    field: str = ""
+    decision: str = ""
+    reason: str = ""  # refused rows: why
+
+
+class ImportReport(BaseModel):
+    workbook: str
+    sha256: str
+    imported_at: str
+    applied: list[RowOutcome] = Field(default_factory=list)
+    refused: list[RowOutcome] = Field(default_factory=list)
+    rows_without_decision: int = 0
+    error: str = ""  # the whole workbook could not be read
+
+    def summary(self) -> str:
+        if self.error:
+            return f"{self.workbook}: not imported: {self.error}"
+        return (
+            f"{self.workbook}: {len(self.applied)} decision(s) applied, {len(self.refused)} row(s) refused, "
+            f"{self.rows_without_decision} row(s) without a decision"
+        )
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def read_rows(data: bytes) -> list[dict[str, Any]]:
+    """The ``fields`` sheet as rows of cells (values as Excel holds them), or ValueError saying what is missing."""
+    try:
+        frame = pl.read_excel(io.BytesIO(data), sheet_name=SHEET, infer_schema_length=0)
+    except Exception as error:  # fastexcel raises its own types for every kind of unreadable file
+        raise ValueError(f"not a workbook with a {SHEET!r} sheet ({type(error).__name__}: {error})") from None
+    missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"the {SHEET!r} sheet has no column(s) {', '.join(missing)}: use the exported workbook")
+    return frame.to_dicts()
+
+
+def import_workbook(
+    store: Store, data: bytes, name: str, template: Template, default_reviewer: str = ""
+) -> ImportReport:
+    """Apply the decisions of one reviewed workbook and keep its report in the artifact store."""
+    report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso())
+    fields = {field.name: field for field in template.fields}
+    try:
+        rows = read_rows(data)
+    except ValueError as error:
+        report.error = str(error)
+        rows = []
+    records: dict[str, ExtractionRecord | None] = {}
+    for number, row in enumerate(rows, start=2):
+        decision = _text(row.get("decision")).lower()
+        if not decision:
+            report.rows_without_decision += 1
+            continue
+        outcome = RowOutcome(
+            row=number, document=_text(row.get("document_key")), field=_text(row.get("field")), decision=decision
+        )
+        if outcome.document not in records:
+            records[outcome.document] = read_record(store, outcome.document, "extraction", ExtractionRecord)
+        record = records[outcome.document]
+        try:
+            if record is None:
+                raise DecisionRefused(f"unknown document {outcome.document!r}")
+            decide(
+                store,
+                record,
+                outcome.field,
+                decision,
+                reviewer=_text(row.get("reviewer")) or default_reviewer,
+                shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
+                template_field=fields.get(outcome.field),
+                value=row.get("corrected_value"),
+                note=_text(row.get("review_note")),
+                source=f"workbook:{name}",
+            )
+        except DecisionRefused as refused:
+            reason = str(refused)
+            if "say who decides" in reason:
+                reason = "no reviewer: fill the reviewer column (or set ATLAS_REVIEWER)"
+            outcome.reason = reason
+            report.refused.append(outcome)
+            continue
+        report.applied.append(outcome)
+    stamp = report.imported_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
+    store.write_json(import_report_path(stamp, report.sha256), report.model_dump(mode="json"))
+    return report
+
+
+def import_reports(store: Store) -> list[ImportReport]:
+    """Every import report, newest first."""
+    return [ImportReport.model_validate(store.read_json(path)) for path in reversed(store.files(IMPORTS))]
+
+
+def imported_already(store: Store) -> set[str]:
+    """The sha256 prefixes of workbooks imported before (their report names end with it)."""
+    return {posixpath.basename(path).rsplit("-", 1)[-1].removesuffix(".json") for path in store.files(IMPORTS)}
+
+
+def import_inbox(inbox: Store, store: Store, template: Template, default_reviewer: str = "") -> list[ImportReport]:
+    """Import every workbook in the inbox not imported before (by content): dropping the same file twice, or
+    leaving it there, applies it once."""
+    done = imported_already(store)
+    reports = []
+    for path in inbox.files():
+        base = posixpath.basename(path)
+        if base.startswith((".", "~$")) or not base.lower().endswith(".xlsx"):
+            continue
+        data = inbox.read_bytes(path)
+        if sha256_of(data)[:16] in done:
+            continue
+        reports.append(import_workbook(store, data, path, template, default_reviewer))
+        done.add(reports[-1].sha256[:16])
+    return reports

@@ -1,0 +1,53 @@
+"""The juice trial (PMC1216327) as a careful model answers it — what the scripted OpenAI-compatible server says in
+the LLM extraction and review tests (the ``run`` fixture in ``conftest.py`` materialises it in llm mode)."""
+
+import json
+
+KEY = "PMC1216327.pdf"
+API_KEY = "sk-atlas-test-d41d8cd98f00b204"
+NOT_REPORTED = {"value": None, "quote": None}
+# What a careful model answers for the juice trial (White Grape Juice vs water): every field answered, values and
+# quotes as the document states them, the rest explicitly not reported.
+CORRECT = {
+    "study_id": {"value": "Valois 2005", "quote": "© 2005 Valois et al"},
+    "nct_number": NOT_REPORTED,
+    "study_design": {
+        "value": "double-blind, randomized clinical trial",
+        "quote": "Controlled, double-blind, randomized clinical trial to evaluate the impact of fruit juice",
+    },
+    "funding_source": NOT_REPORTED,
+    "treatment_name": {"value": "White Grape Juice", "quote": "30 received White Grape Juice (WGJ)"},
+    "control_name": {"value": "colored and flavored water", "quote": "30 were given colored and flavored water (WA)"},
+    "n_treatment": {"value": 30, "quote": "30 received White Grape Juice (WGJ)"},
+    "n_control": {"value": 30, "quote": "30 were given colored and flavored water (WA)"},
+    "age_treatment": {"value": 10.27, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"},
+    "age_control": {"value": 11.09, "quote": "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"},
+    "male_percent": NOT_REPORTED,
+    "rob_randomization": NOT_REPORTED,
+    "rob_allocation": NOT_REPORTED,
+    "rob_blinding": NOT_REPORTED,
+    "rob_attrition": NOT_REPORTED,
+    "endpoint_name": {"value": "Duration of diarrhea", "quote": "Duration of diarrhea in hours after randomization"},
+    "hr_value": NOT_REPORTED,
+    "hr_ci_lower": NOT_REPORTED,
+    "hr_ci_upper": NOT_REPORTED,
+    "p_value": {
+        "value": 0.006,
+        "quote": "The duration of the illness was longer in the infants fed juice as compared with those given WA "
+        "(p = 0.006)",
+    },
+    "event_treatment": NOT_REPORTED,
+    "total_treatment": NOT_REPORTED,
+    "event_control": NOT_REPORTED,
+    "total_control": NOT_REPORTED,
+    "mean_treatment": {"value": 47.5, "quote": "White Grape Juice | 47.5 | 38.9"},
+    "sd_treatment": {"value": 38.9, "quote": "White Grape Juice | 47.5 | 38.9"},
+    "n_treatment_outcome": NOT_REPORTED,
+    "mean_control": {"value": 26.5, "quote": "Water * | 26.5 | 27.4"},
+    "sd_control": {"value": 27.4, "quote": "Water * | 26.5 | 27.4"},
+    "n_control_outcome": NOT_REPORTED,
+}
+
+
+def answer(**overrides) -> str:
+    return json.dumps({**CORRECT, **overrides})
