@@ -47,6 +47,8 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.outputs.exports import FORMATS, export_files
     from atlas_pipeline.review.outcome import reviews_behind
+    from atlas_pipeline.review.workbook_import import import_inbox
+    from atlas_pipeline.store.files import Store
     from atlas_pipeline.store.layout import APPROVED_STEM, COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
@@ -110,6 +112,9 @@ def command_run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 128 + received.get("signal", signal.SIGINT)
+        if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
+            for report in import_inbox(Store(settings.review_inbox), store, template, settings.reviewer):
+                print(f"review inbox: {report.summary()}")
         behind = reviews_behind(store, [entry.key for entry in entries if entry.key not in keys])
         for key in behind:  # decisions made on the review page or imported while no daemon ran
             defs.resolve_job_def("review_job").execute_in_process(
@@ -385,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--port", type=int, default=3000)
     dev.set_defaults(handler=command_dev)
     review = commands.add_parser("review", help=command_review.__doc__)
-    review.add_argument("--host", default="127.0.0.1")
+    review.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
     review.add_argument("--port", type=int, default=0, help="default: ATLAS_REVIEW_PORT (3001)")
     review.set_defaults(handler=command_review)
     migrate = commands.add_parser("migrate", help=command_migrate.__doc__)

@@ -71,4 +71,5 @@ def test_atlas_run_selects_postgres_by_environment(postgres, tmp_path, knowledge
         env={**env, "DAGSTER_HOME": str(tmp_path / "other"), "ATLAS_INSTANCE_CONFIG": "nope.yaml"},
         cwd=tmp_path,
     )
-    assert missing.returncode == 2 and "ATLAS_INSTANCE_CONFIG='nope.yaml'" in missing.stderr
+    expected = f"ATLAS_INSTANCE_CONFIG='{tmp_path / 'nope.yaml'}': no such instance config file"  # made absolute
+    assert missing.returncode == 2 and expected in missing.stderr

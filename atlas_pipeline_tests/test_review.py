@@ -3,6 +3,7 @@ and provenance, two reviewers, refusals, re-checks after a template change, re-r
 spreadsheet round trip with good and bad rows."""
 
 import contextlib
+import html
 import io
 import json
 import shutil
@@ -112,6 +113,24 @@ def test_decisions_become_final_values_with_provenance_and_approve_the_document(
     assert approved["hr_value"][0] is None
     quality_csv = pl.read_csv(tmp_path / "exports" / "atlas_review_quality.csv")
     assert set(quality_csv.columns) >= {"field", "tier", "reviewed", "approved", "corrected", "kept_rate"}
+
+
+def test_a_later_decision_on_another_value_means_recheck_not_the_older_decision(llm_server, run):
+    llm_server.script({"content": answer()})
+    _, record = run()
+    alice = _decide(run.atlas, record, "n_control", "approve", reviewer="alice")  # on 30
+    bob = alice.model_copy(
+        update={
+            "id": "b0b",
+            "reviewer": "bob",
+            "action": "correct",
+            "value": 29,
+            "decided_at": alice.decided_at.replace(alice.decided_at[:4], str(int(alice.decided_at[:4]) + 1)),
+            "made_on": alice.made_on.model_copy(update={"model_value": 31}),  # the model said 31 meanwhile
+        }
+    )
+    field = review_document(record, [alice, bob], VERIFIED).fields["n_control"]  # the model says 30 again
+    assert (field.provenance, field.previous_model_value, field.reviewer) == ("recheck", 31, "bob")
 
 
 def test_two_reviewers_the_later_wins_and_both_stay_in_the_audit_trail(llm_server, run):
@@ -241,6 +260,23 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     assert decisions["study_id"].reviewer == "carla" and decisions["study_id"].source == "workbook:reviewed.xlsx"
     assert import_reports(store)[0].sha256 == report.sha256  # kept, for the review page
 
+    # the same rows in another copy of the workbook: nothing applied twice; a row that cannot be a number is refused
+    again = _fill(
+        tmp_path / "exports" / "atlas_documents.xlsx",
+        {
+            (KEY, "n_control"): {"decision": "correct", "corrected_value": "29", "review_note": "one excluded"},
+            (KEY, "n_treatment"): {"decision": "correct", "corrected_value": "inf"},
+            (KEY, "age_control"): {"decision": "correct", "corrected_value": "1e400"},
+        },
+    )
+    second = import_workbook(store, again, "reviewed (2).xlsx", template, default_reviewer="dan")
+    assert [row.field for row in second.already_applied] == ["n_control"] and second.applied == []
+    assert {row.field: row.reason for row in second.refused if row.document == KEY} == {
+        "n_treatment": "'inf' is not a whole number",
+        "age_control": "'1e400' is not a number",
+    }
+    assert len(load_decisions(store, KEY)) == 2
+
     # dropped into the inbox, the review sensor imports it once and asks for the document's review
     inbox = tmp_path / "inbox"
     inbox.mkdir()
@@ -340,6 +376,16 @@ def _request(url: str, data: bytes | None = None, headers: dict | None = None) -
         return error.code, error.read().decode("utf-8", "replace")
 
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Keeps the redirect response itself (to look at its Location and cookie)."""
+
+    last = None
+
+    def http_error_303(self, req, fp, code, msg, headers):
+        NoRedirect.last = fp
+        return fp
+
+
 def _multipart(name: str, filename: str, data: bytes) -> tuple[bytes, dict]:
     boundary = "atlas-test-boundary"
     body = (
@@ -377,6 +423,21 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
         assert load_decisions(run.atlas.store(), KEY) == []  # neither was recorded
         status, _ = _request(f"{site}/documents/{KEY}/fields/n_control", urllib.parse.urlencode(form).encode())
         assert status == 200 and [d.action for d in load_decisions(run.atlas.store(), KEY)] == ["approve"]
+
+        shown_other = urllib.parse.urlencode({**form, "model_value": "0.05"}).encode()
+        status, body = _request(f"{site}/documents/{KEY}/fields/p_value", shown_other)
+        expected = "the model's value of p_value changed since this was shown ('0.05', now '0.006')"
+        assert status == 409 and expected in html.unescape(body)
+        status, _ = _request(f"{site}/", headers={"Host": "attacker.example"})  # a DNS-rebinding page
+        assert status == 400
+        name = urllib.parse.urlencode({"reviewer": "Anna Łukasz 李明", "back": "//attacker.example/"}).encode()
+        request = urllib.request.Request(f"{site}/reviewer", data=name, method="POST")
+        urllib.request.build_opener(NoRedirect).open(request, timeout=30).close()
+        redirect = NoRedirect.last
+        assert redirect.status == 303 and redirect.headers["location"] == "/"  # never to another site
+        cookie = redirect.headers["set-cookie"].split(";")[0]
+        status, page = _request(f"{site}/", headers={"Cookie": cookie})
+        assert status == 200 and 'value="Anna Łukasz 李明"' in page
 
         assert _request(f"{site}/documents/..%2Fetc")[0] == 404
         assert _request(f"{site}/documents/{KEY}/pages/99.png") == (404, "no page 99 (the document has 8)")

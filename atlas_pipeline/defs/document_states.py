@@ -24,12 +24,13 @@ from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.outputs.completion import DocumentState
-from atlas_pipeline.review.outcome import DocumentReview
+from atlas_pipeline.review.outcome import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
-DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES]
+# what a document's status is read from: the review is merged after it and has its own status (approved or not)
+DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES if name != REVIEW_ASSET_NAME]
 EXTRACTION_KEY = dg.AssetKey(EXTRACTION_ASSET_NAME)
 
 
@@ -87,6 +88,7 @@ def collect_document_states(
     catalog: Catalog,
     version: ExtractionVersion | None = None,
     only: list[str] | None = None,
+    accepted_tiers: frozenset[str] = frozenset({"verified"}),
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions).
 
@@ -135,6 +137,7 @@ def collect_document_states(
                     f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
                     f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
                 )
+            state.review = current_review(store, state.extraction, state.review, accepted_tiers)
             review = state.current_review
             if review is not None and review.approved:
                 state.status, state.reason = DocumentStatus.APPROVED, review.summary()

@@ -90,7 +90,9 @@ class AtlasResource(dg.ConfigurableResource):
     def document_states(self, instance: dg.DagsterInstance, only: list[str] | None = None) -> list[DocumentState]:
         """Where every known document (or just ``only``) stands now (see ``collect_document_states``)."""
         store = self.store()
-        return collect_document_states(instance, store, load_catalog(store), self.extraction_version(), only)
+        return collect_document_states(
+            instance, store, load_catalog(store), self.extraction_version(), only, self.accepted_tiers()
+        )
 
     def accepted_tiers(self) -> frozenset[str]:
         """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""

@@ -117,8 +117,12 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
 
         store = atlas.store()
         if settings.review_inbox:
-            for report in import_inbox(Store(settings.review_inbox), store, atlas.load_template(), settings.reviewer):
-                context.log.info(f"review inbox: {report.summary()}")
+            try:
+                inbox = Store(settings.review_inbox)
+                for report in import_inbox(inbox, store, atlas.load_template(), settings.reviewer):
+                    context.log.info(f"review inbox: {report.summary()}")
+            except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
+                context.log.error(f"review inbox {settings.review_inbox}: {type(error).__name__}: {error}")
         seen = decode_cursor(context.cursor)
         marks = decision_marks(store)
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))

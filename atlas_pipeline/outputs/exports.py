@@ -9,11 +9,12 @@ import json
 
 import polars as pl
 
-from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.extraction.templates import Template, TemplateField
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.ops.redaction import redact_value, secret_values
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import truncate_for_cells, workbook_bytes
+from atlas_pipeline.review.decisions import DecisionRefused, coerce_value
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM, QUALITY_STEM, export_path
 
@@ -100,6 +101,7 @@ FIELD_SCHEMA = {
     "decided_by": pl.String,
     "decided_at": pl.String,
     "decision_note": pl.String,
+    "corrected_quote": pl.String,
     "previous_model_value": pl.String,
     "disagreement": pl.String,
     "model_value": pl.String,
@@ -158,6 +160,7 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "decided_by": final.reviewer or None if final else None,
                     "decided_at": final.decided_at or None if final else None,
                     "decision_note": final.note or None if final else None,
+                    "corrected_quote": final.corrected_quote if final else None,
                     "previous_model_value": _text(final.previous_model_value) if final else None,
                     "disagreement": "; ".join(f"{who}: {what}" for who, what in final.disagreement.items()) or None
                     if final
@@ -224,10 +227,23 @@ def approved_frame(states: list[DocumentState], template: Template | None) -> pl
         row: dict = {"document_key": state.key, "sha256": review.sha256, "approved_at": review.reviewed_at}
         for field in fields:
             final = review.fields.get(field.name)
-            value = final.final_value if final else None
-            row[field.name] = value if field.type in _POLARS_TYPES or value is None else _text(value)
+            row[field.name] = _typed(final.final_value if final else None, field)
         rows.append(row)
-    return pl.DataFrame(rows, schema=schema, orient="row", strict=False)
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _typed(value: object, field: TemplateField) -> object:
+    """A final value in its column's type; one that does not fit (a model's "yes" in a boolean field, say) is
+    written as text in a typed column's place would be wrong, so it is left empty there — the fields export keeps
+    it as it is."""
+    if value is None:
+        return None
+    if field.type not in _POLARS_TYPES:
+        return _text(value)
+    try:
+        return coerce_value(value, field)
+    except DecisionRefused:
+        return None
 
 
 QUALITY_SCHEMA = {

@@ -13,10 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote as url_quote
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import dagster as dg
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -39,6 +41,7 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates"))
 TEMPLATES.env.filters["value"] = value_text
 REVIEWER_COOKIE = "atlas_reviewer"
 NEEDS_PERSON = ("awaiting_review", "recheck")
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 class ReviewPage:
@@ -60,7 +63,7 @@ class ReviewPage:
         return self.atlas.document_states(self.instance(), only)
 
     def reviewer(self, request: Request) -> str:
-        return request.cookies.get(REVIEWER_COOKIE) or self.settings.reviewer
+        return unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.settings.reviewer
 
 
 def _state_row(state: DocumentState) -> dict[str, Any]:
@@ -262,6 +265,7 @@ async def decision(request: Request) -> Response:
             str(form.get("action") or ""),
             reviewer=reviewer,
             shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+            shown_value=str(form["model_value"]) if "model_value" in form else None,
             template_field=template_fields.get(field),
             value=form.get("value"),
             quote=str(form.get("quote") or ""),
@@ -278,7 +282,7 @@ async def decision(request: Request) -> Response:
         + url_quote(f"{form.get('action')} recorded for {field} by {reviewer}"),
         status_code=303,
     )
-    response.set_cookie(REVIEWER_COOKIE, reviewer, httponly=True, samesite="strict")
+    response.set_cookie(REVIEWER_COOKIE, url_quote(reviewer), httponly=True, samesite="strict")
     return response
 
 
@@ -287,9 +291,10 @@ async def set_reviewer(request: Request) -> Response:
         return PlainTextResponse("refused: not from the review page", status_code=403)
     form = await request.form()
     name = str(form.get("reviewer") or "").strip()
-    response = RedirectResponse(str(form.get("back") or "/"), status_code=303)
+    back = str(form.get("back") or "/")
+    response = RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/", status_code=303)
     if name:
-        response.set_cookie(REVIEWER_COOKIE, name, httponly=True, samesite="strict")
+        response.set_cookie(REVIEWER_COOKIE, url_quote(name), httponly=True, samesite="strict")
     else:
         response.delete_cookie(REVIEWER_COOKIE)
     return response
@@ -323,7 +328,7 @@ async def imports(request: Request) -> Response:
         "imports.html",
         {
             "reports": import_reports(page.store),
-            "inbox": page.settings.review_inbox,
+            "inbox": bool(page.settings.review_inbox),  # whether there is one; no location shown
             "reviewer": page.reviewer(request),
         },
     )
@@ -351,6 +356,7 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
         return cached[0]
 
     app = Starlette(
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(LOCAL_HOSTS))],  # no DNS rebinding
         routes=[
             Route("/", documents),
             Route("/api/documents", documents_api),
@@ -361,7 +367,7 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             Route("/documents/{key}", document),
             Route("/documents/{key}/pages/{number:int}.png", page_image),
             Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),
-        ]
+        ],
     )
     app.state.page = ReviewPage(settings, instance or default_instance)
     return app

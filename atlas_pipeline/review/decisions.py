@@ -11,7 +11,10 @@ extraction that has changed since it was shown is refused (``decide``).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import math
 import uuid
 from datetime import UTC, date, datetime
 from typing import Any, Literal
@@ -24,6 +27,7 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
 from atlas_pipeline.store.records import ExtractionRecord
 
+LOGGER = logging.getLogger(__name__)
 Action = Literal["approve", "correct", "reject"]
 ACTIONS: tuple[str, ...] = ("approve", "correct", "reject")
 
@@ -85,6 +89,16 @@ def same_value(a: Any, b: Any) -> bool:
     )
 
 
+def _same_text(shown: str, current: str) -> bool:
+    """A value as shown (on the page, or read back from a workbook cell) against the model's value now."""
+    if shown.strip() == current.strip():
+        return True
+    try:
+        return float(shown) == float(current)
+    except ValueError:
+        return False
+
+
 def coerce_value(raw: Any, field: TemplateField | None) -> Any:
     """A corrected value typed like the template field, or ``DecisionRefused`` saying what is wrong with it."""
     if isinstance(raw, str):
@@ -93,15 +107,17 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
         raise DecisionRefused("a correction needs a value (reject the field if the document does not report it)")
     kind = field.type if field else "string"
     try:
-        if kind == "integer":
-            number = float(str(raw).replace(",", "")) if not isinstance(raw, int | float) else raw
-            if isinstance(number, bool) or float(number) != int(float(number)):
-                raise ValueError
-            return int(float(number))
-        if kind == "number":
+        if kind in ("integer", "number"):
             if isinstance(raw, bool):
                 raise ValueError
-            return float(str(raw).replace("−", "-")) if not isinstance(raw, int | float) else float(raw)
+            number = float(str(raw).replace(",", "").replace("−", "-")) if not isinstance(raw, int | float) else raw
+            if not math.isfinite(number):
+                raise ValueError
+            if kind == "number":
+                return float(number)
+            if float(number) != int(number):
+                raise ValueError
+            return int(number)
         if kind == "boolean":
             if isinstance(raw, bool):
                 return raw
@@ -119,7 +135,7 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
         if kind == "date":
             if isinstance(raw, datetime | date):
                 return raw.isoformat()[:10]
-            return date.fromisoformat(str(raw)).isoformat()
+            return datetime.fromisoformat(str(raw)).date().isoformat()  # also an Excel date cell read as text
         if kind == "list":
             if isinstance(raw, list):
                 return raw
@@ -132,7 +148,7 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
             return [part.strip() for part in text.split(";") if part.strip()]
     except DecisionRefused:
         raise
-    except (ValueError, TypeError, json.JSONDecodeError):
+    except (ValueError, TypeError, OverflowError, json.JSONDecodeError):
         expected = {
             "integer": "a whole number",
             "number": "a number",
@@ -160,16 +176,21 @@ def decide(
     *,
     reviewer: str,
     shown: tuple[str, str] | None,
+    shown_value: str | None = None,
     template_field: TemplateField | None = None,
     value: Any = None,
     quote: str | None = None,
     note: str = "",
     source: str = "page",
-) -> Decision:
+    decision_id: str = "",
+) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
-    ``shown``: (sha256, extraction version) of the extraction the reviewer looked at; when the extraction has
-    changed since, the decision is refused — deciding on values that are no longer there would be a silent error.
+    ``shown``: (sha256, extraction version) of the extraction the reviewer looked at, and ``shown_value`` the
+    model's value as shown (``value_text``); when either has changed since, the decision is refused — deciding on
+    values that are no longer there would be a silent error. ``decision_id``: a stable id (a workbook row); a
+    decision with that id already in the log, or one saying exactly the same about the same value, is not written
+    again and None is returned.
     """
     if record is None:
         raise DecisionRefused("this document has no extraction to review yet")
@@ -184,12 +205,27 @@ def decide(
             f"the extraction of {record.key} changed since this was shown (made on {shown[0][:12]}/{shown[1]}, now "
             f"{record.sha256[:12]}/{record.extraction_version}): look at the new values and decide again"
         )
+    if shown_value is not None and not _same_text(shown_value, value_text(extracted.get("value"))):
+        raise DecisionRefused(
+            f"the model's value of {field} changed since this was shown ({shown_value!r}, now "
+            f"{value_text(extracted.get('value'))!r}): look at the new value and decide again"
+        )
     reviewer = (reviewer or "").strip()
     if not reviewer:
         raise DecisionRefused("say who decides: enter your name (or set ATLAS_REVIEWER)")
     corrected = coerce_value(value, template_field) if action == "correct" else None
+    for earlier in load_decisions(store, record.key) if decision_id or source != "page" else []:
+        repeated = (
+            earlier.field == field
+            and (earlier.reviewer, earlier.action, earlier.value) == (reviewer, action, corrected)
+            and (earlier.made_on.sha256, earlier.made_on.extraction_version)
+            == (record.sha256, record.extraction_version)
+            and same_value(earlier.made_on.model_value, extracted.get("value"))
+        )
+        if earlier.id == decision_id or repeated:
+            return None  # already in the log: an import run again, or the same workbook row dropped twice
     decision = Decision(
-        id=uuid.uuid4().hex[:12],
+        id=decision_id or uuid.uuid4().hex[:12],
         document=record.key,
         field=field,
         action=action,  # type: ignore[arg-type]  # checked against ACTIONS above
@@ -216,19 +252,30 @@ def decision_file(decision: Decision) -> str:
 
 
 def load_decisions(store: Store, key: str) -> list[Decision]:
-    """Every decision on a document, oldest first."""
-    decisions = [Decision.model_validate(store.read_json(path)) for path in store.files(decisions_dir(key))]
+    """Every readable decision on a document, oldest first (a damaged file is logged and left out, never fatal)."""
+    decisions = []
+    for path in store.files(decisions_dir(key)):
+        try:
+            decisions.append(Decision.model_validate(store.read_json(path)))
+        except (ValueError, OSError) as error:
+            LOGGER.warning("review decision %s cannot be read and is left out: %s", path, error)
     return sorted(decisions, key=lambda decision: decision.order)
 
 
+def stable_id(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
+
+
 def decision_marks(store: Store) -> dict[str, str]:
-    """Per document, the name of its newest decision file: what the review sensor compares between ticks."""
-    marks: dict[str, str] = {}
+    """Per document, a mark of its decision log (how many files, and a hash of their names) that changes with
+    every decision added, whatever its time stamp: what the review sensor and ``atlas run`` compare."""
+    names: dict[str, list[str]] = {}
     for path in store.files(DECISIONS):
         parts = path.split("/")
-        if len(parts) < 4:
-            continue
-        key, name = "/".join(parts[2:-1]), parts[-1]
-        if name > marks.get(key, ""):
-            marks[key] = name
-    return marks
+        if len(parts) >= 4:
+            names.setdefault("/".join(parts[2:-1]), []).append(parts[-1])
+    return {key: log_mark(files) for key, files in names.items()}
+
+
+def log_mark(file_names: list[str]) -> str:
+    return f"{len(file_names)}-{stable_id(*sorted(file_names))}"

@@ -22,7 +22,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from atlas_pipeline.knowledge.catalog import now_iso
-from atlas_pipeline.review.decisions import Decision, decision_file, decision_marks, same_value
+from atlas_pipeline.review.decisions import (
+    Decision,
+    decision_file,
+    decision_marks,
+    load_decisions,
+    log_mark,
+    same_value,
+)
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
@@ -78,7 +85,8 @@ class DocumentReview(BaseModel):
     decisions: int = 0
     reviewers: list[str] = Field(default_factory=list)
     disagreements: int = 0
-    last_decision: str = ""  # file name of the newest decision merged (``decisions.decision_marks``)
+    decision_mark: str = ""  # the decision log merged (``decisions.decision_marks``)
+    accepted_tiers: list[str] = Field(default_factory=list)  # the team's policy it was made with
     reviewed_at: str = ""
 
     @property
@@ -118,7 +126,11 @@ def review_field(
         flags=list(extracted.get("flags") or []),
         decisions=len(decisions),
     )
+    # the newest decision counts only if it was made on the value the model gives now; a later decision on another
+    # value (the model changed in between) means a person must look again
     current = [d for d in decisions if same_value(d.made_on.model_value, model_value)]
+    if current and decisions[-1] is not current[-1]:
+        current = []
     latest_by_reviewer: dict[str, Decision] = {}
     for decision in current:
         latest_by_reviewer[decision.reviewer] = decision
@@ -172,18 +184,32 @@ def review_document(
         decisions=len(decisions),
         reviewers=sorted({decision.reviewer for decision in decisions}),
         disagreements=sum(1 for field in fields.values() if field.disagreement),
-        last_decision=decision_file(decisions[-1]) if decisions else "",
+        decision_mark=log_mark([decision_file(decision) for decision in decisions]) if decisions else "",
+        accepted_tiers=sorted(accepted_tiers),
         reviewed_at=now_iso(),
     )
 
 
-def applies_to(review: DocumentReview | None, record: ExtractionRecord | None) -> bool:
-    """Whether a stored review was made from this very extraction (a newer extraction waits for its review)."""
+def applies_to(
+    review: DocumentReview | None, record: ExtractionRecord | None, accepted_tiers: frozenset[str] | None = None
+) -> bool:
+    """Whether a stored review was made from this very extraction (and with this policy, when given)."""
     return (
         review is not None
         and record is not None
         and (review.sha256, review.extraction_version) == (record.sha256, record.extraction_version)
+        and (accepted_tiers is None or set(review.accepted_tiers) == set(accepted_tiers))
     )
+
+
+def current_review(
+    store: Store, record: ExtractionRecord | None, stored: DocumentReview | None, accepted_tiers: frozenset[str]
+) -> DocumentReview | None:
+    """The stored review when it was made from this extraction with this policy, else one merged now (an
+    extraction made before reviews existed, a policy changed since): the exports never wait for a run."""
+    if applies_to(stored, record, accepted_tiers):
+        return stored
+    return review_document(record, load_decisions(store, record.key), accepted_tiers) if record else None
 
 
 def reviews_behind(store: Store, keys: list[str]) -> list[str]:
@@ -195,6 +221,6 @@ def reviews_behind(store: Store, keys: list[str]) -> list[str]:
         if key not in marks:
             continue
         review = read_record(store, key, "review", DocumentReview)
-        if review is None or review.last_decision != marks[key]:
+        if review is None or review.decision_mark != marks[key]:
             behind.append(key)
     return behind

@@ -19,7 +19,9 @@ from pydantic import BaseModel, Field
 
 from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
-from atlas_pipeline.review.decisions import DecisionRefused, decide
+from atlas_pipeline.knowledge.partition_keys import is_safe_key
+from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.review.decisions import DecisionRefused, decide, stable_id
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import IMPORTS, import_report_path
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -43,6 +45,7 @@ class ImportReport(BaseModel):
     imported_at: str
     applied: list[RowOutcome] = Field(default_factory=list)
     refused: list[RowOutcome] = Field(default_factory=list)
+    already_applied: list[RowOutcome] = Field(default_factory=list)  # the same decision was in the log already
     rows_without_decision: int = 0
     error: str = ""  # the whole workbook could not be read
 
@@ -51,7 +54,8 @@ class ImportReport(BaseModel):
             return f"{self.workbook}: not imported: {self.error}"
         return (
             f"{self.workbook}: {len(self.applied)} decision(s) applied, {len(self.refused)} row(s) refused, "
-            f"{self.rows_without_decision} row(s) without a decision"
+            f"{len(self.already_applied)} already applied before, {self.rows_without_decision} row(s) without a "
+            "decision"
         )
 
 
@@ -95,23 +99,27 @@ def import_workbook(
         outcome = RowOutcome(
             row=number, document=_text(row.get("document_key")), field=_text(row.get("field")), decision=decision
         )
-        if outcome.document not in records:
-            records[outcome.document] = read_record(store, outcome.document, "extraction", ExtractionRecord)
-        record = records[outcome.document]
         try:
+            if not is_safe_key(outcome.document):
+                raise DecisionRefused(f"unknown document {outcome.document!r}")
+            if outcome.document not in records:
+                records[outcome.document] = read_record(store, outcome.document, "extraction", ExtractionRecord)
+            record = records[outcome.document]
             if record is None:
                 raise DecisionRefused(f"unknown document {outcome.document!r}")
-            decide(
+            recorded = decide(
                 store,
                 record,
                 outcome.field,
                 decision,
                 reviewer=_text(row.get("reviewer")) or default_reviewer,
                 shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
+                shown_value=_text(row.get("model_value")) if "model_value" in row else None,
                 template_field=fields.get(outcome.field),
                 value=row.get("corrected_value"),
                 note=_text(row.get("review_note")),
                 source=f"workbook:{name}",
+                decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
             )
         except DecisionRefused as refused:
             reason = str(refused)
@@ -120,7 +128,14 @@ def import_workbook(
             outcome.reason = reason
             report.refused.append(outcome)
             continue
-        report.applied.append(outcome)
+        except Exception as error:  # one row that breaks something never stops the others or the report
+            outcome.reason = redact(f"could not be applied: {type(error).__name__}: {error}")
+            report.refused.append(outcome)
+            continue
+        if recorded is None:
+            report.already_applied.append(outcome)
+        else:
+            report.applied.append(outcome)
     stamp = report.imported_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
     store.write_json(import_report_path(stamp, report.sha256), report.model_dump(mode="json"))
     return report
