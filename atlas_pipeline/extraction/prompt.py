@@ -87,6 +87,11 @@ def field_guide(template: Template) -> str:
     lines = []
     for module in template.modules:
         lines.append(f"## {module.name}: {module.description}")
+        if module.repeating:
+            lines.append(
+                f"(a list: one entry per {' × '.join(module.identity)} the document reports, at most "
+                f"{module.max_entries}; every value of every entry with its own verbatim quote; [] when none)"
+            )
         for field in module.fields:
             detail = (
                 field.type
