@@ -122,3 +122,13 @@ def test_neutralise_sees_through_full_width_zero_width_and_look_alike_letters():
         out = neutralise(f"text {disguised} more")
         assert out.startswith("text [") and out.endswith("] more"), (disguised, out)
     assert neutralise("Результаты: μ-опиоидные рецепторы, ＜0.05") == "Результаты: μ-опиоидные рецепторы, ＜0.05"
+
+
+def test_the_prompt_shows_the_schema_short_and_the_endpoint_gets_it_whole(template):
+    schema = json_schema(template)
+    prompt = build_messages(template, "text", [], schema=schema)[1]["content"]
+    shown = json.loads(prompt.split("Answer schema (JSON Schema):\n", 1)[1])
+    assert shown["properties"]["hr_value"] == {"$ref": "#/$defs/number"}
+    assert shown["properties"]["outcomes"]["items"]["properties"]["events_intervention"] == {"$ref": "#/$defs/integer"}
+    assert shown["$defs"]["number"]["properties"]["value"] == schema["properties"]["hr_value"]["properties"]["value"]
+    assert "description" not in json.dumps(shown) and len(json.dumps(shown)) < len(json.dumps(schema)) / 3
