@@ -38,6 +38,7 @@ def command_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from atlas_pipeline.definitions import build_definitions
+    from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
     from atlas_pipeline.defs.document_states import aggregates_up_to_date, already_extracted
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
@@ -124,7 +125,8 @@ def command_run(args: argparse.Namespace) -> int:
             print(f"review decisions merged for {len(behind)} document(s): {', '.join(behind[:5])}")
         exports = atlas.exports_store()
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
-        stale = not exported or not aggregates_up_to_date(instance, scan.catalog)
+        aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
+        stale = not exported or not aggregates_up_to_date(instance, scan.catalog, aggregates)
         if keys or behind or scan.changed or stale:
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
         else:
@@ -228,6 +230,27 @@ def command_review(args: argparse.Namespace) -> int:
     port = args.port or settings.review_port
     print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=port, log_level="warning")
+    return 0
+
+
+def command_evaluate(args: argparse.Namespace) -> int:
+    """Measure the extractions against a gold file: accuracy, recall and precision of `verified` per field."""
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.ops.settings import resolve_location
+    from atlas_pipeline.outputs.evaluation import GoldError, evaluate_gold
+    from atlas_pipeline.store.layout import EVALUATION_STEM, export_path
+
+    settings = load_settings()
+    atlas = AtlasResource.from_settings(settings)
+    tolerance = settings.gold_tolerance if args.tolerance is None else args.tolerance
+    try:
+        report = evaluate_gold(atlas, resolve_location(args.gold), tolerance)
+    except GoldError as error:
+        print(f"atlas: {error}", file=sys.stderr)
+        return 2
+    text = report.markdown()
+    print(text)
+    print(f"report: {atlas.exports_store().write_text(export_path(EVALUATION_STEM, 'md'), text)}")
     return 0
 
 
@@ -393,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
     review.add_argument("--port", type=int, default=0, help="default: ATLAS_REVIEW_PORT (3001)")
     review.set_defaults(handler=command_review)
+    evaluate = commands.add_parser("evaluate", help=command_evaluate.__doc__)
+    evaluate.add_argument("--gold", required=True, metavar="FILE", help="gold values, JSON lines (see the README)")
+    evaluate.add_argument(
+        "--tolerance", type=float, default=None, help="relative tolerance for numbers (default ATLAS_GOLD_TOLERANCE)"
+    )
+    evaluate.set_defaults(handler=command_evaluate)
     migrate = commands.add_parser("migrate", help=command_migrate.__doc__)
     migrate.add_argument("--from-home", default="var/dagster_home", help="old DAGSTER_HOME (default %(default)s)")
     migrate.add_argument("--from-artifacts", default="var/artifacts", help="old ATLAS_ARTIFACTS (default %(default)s)")

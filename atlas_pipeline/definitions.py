@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
+from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS, build_evaluation_asset
 from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
@@ -21,7 +21,12 @@ def extraction_code_version(settings: AtlasSettings) -> str:
 def build_definitions(settings: AtlasSettings) -> dg.Definitions:
     version = extraction_code_version(settings)
     return dg.Definitions(
-        assets=[*build_document_assets(version), document_review, *AGGREGATE_ASSETS],
+        assets=[
+            *build_document_assets(version),
+            document_review,
+            *AGGREGATE_ASSETS,
+            *([build_evaluation_asset(settings.gold, settings.gold_tolerance)] if settings.gold else []),
+        ],
         jobs=[document_job, document_batch_job, review_job, aggregates_job],
         sensors=[
             build_knowledge_base_sensor(settings, version),

@@ -1,17 +1,24 @@
-"""Helpers several test modules share: the ``atlas`` command, a sensor evaluated tick by tick, asset metadata."""
+"""Helpers several test modules share: the ``atlas`` command, a sensor evaluated tick by tick, asset metadata, and
+the review page served over real HTTP in the test's process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline_tests.servers import free_port
 
 BIN = Path(sys.executable).parent
 _PID = re.compile(r"\(pid: (\d+)\)")
@@ -68,3 +75,56 @@ def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
         if match:
             return int(match.group(1))
     return None
+
+
+@contextlib.contextmanager
+def serve(app):
+    """The review app on a real HTTP server (uvicorn on 127.0.0.1) in this process, so it can share the test's
+    ephemeral Dagster instance."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def http_request(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(
+        url, data=data, headers=headers or {}, method="POST" if data is not None else "GET"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8", "replace")
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Keeps the redirect response itself (to look at its Location and cookie)."""
+
+    last = None
+
+    def http_error_303(self, req, fp, code, msg, headers):
+        NoRedirect.last = fp
+        return fp
+
+
+def multipart(name: str, filename: str, data: bytes) -> tuple[bytes, dict]:
+    boundary = "atlas-test-boundary"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}

@@ -495,7 +495,15 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
     run()
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     book = openpyxl.load_workbook(tmp_path / "exports" / "atlas_documents.xlsx")
-    assert book.sheetnames == ["documents", "extractions", "fields", "approved", "review_quality", "task_completion"]
+    assert book.sheetnames == [
+        "documents",
+        "extractions",
+        "fields",
+        "outcomes",
+        "approved",
+        "review_quality",
+        "task_completion",
+    ]
     documents, fields, completion = book["documents"], book["fields"], book["task_completion"]
     for sheet in (documents, fields, completion):
         assert sheet.cell(1, 1).font.b and len(sheet.tables) == 1

@@ -5,7 +5,14 @@ import logging
 
 import pytest
 
-from atlas_pipeline.extraction.prompt import BEGIN_RULES, END_RULES, RULES_GUARD, build_messages, neutralise
+from atlas_pipeline.extraction.prompt import (
+    BEGIN_RULES,
+    END_RULES,
+    RULES_GUARD,
+    build_messages,
+    field_guide,
+    neutralise,
+)
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.extraction.templates import CustomField, TemplateError, assemble_template, load_template
 from atlas_pipeline.ops.settings import PROJECT_ROOT
@@ -29,7 +36,23 @@ def test_base_template_has_the_design_fields(template):
         "outcomes_survival",
         "outcomes_dichotomous",
         "outcomes_continuous",
+        "outcomes",
     ]
+    assert [m.name for m in template.groups] == ["outcomes"]  # every outcome: a repeating group
+
+
+def test_a_repeating_module_needs_an_identity_and_unique_names(template):
+    from atlas_pipeline.extraction.templates import Template
+
+    data = template.model_dump()
+    data["modules"][-1]["identity"] = []
+    with pytest.raises(ValueError, match="repeating module 'outcomes' needs an identity"):
+        Template.model_validate(data)
+    data = template.model_dump()
+    data["modules"][-1]["fields"][-1]["name"] = "study_id"
+    with pytest.raises(ValueError, match="unique across modules: study_id"):
+        Template.model_validate(data)
+    assert "(a list: one entry per outcome × time_point × intervention × comparator" in field_guide(template)
 
 
 def test_custom_fields_change_the_hash(template):
@@ -43,7 +66,8 @@ def test_custom_fields_change_the_hash(template):
 
 def test_schema_is_strict_and_the_model_validates(template):
     schema = json_schema(template)
-    assert schema["additionalProperties"] is False and set(schema["required"]) == {f.name for f in template.fields}
+    expected = {f.name for f in template.fields} | {g.name for g in template.groups}
+    assert schema["additionalProperties"] is False and set(schema["required"]) == expected
     hr = schema["properties"]["hr_value"]
     assert hr["required"] == ["value", "quote"] and hr["properties"]["value"]["anyOf"][0] == {"type": "number"}
     rob = schema["properties"]["rob_blinding"]["properties"]["value"]["anyOf"][0]
@@ -98,3 +122,13 @@ def test_neutralise_sees_through_full_width_zero_width_and_look_alike_letters():
         out = neutralise(f"text {disguised} more")
         assert out.startswith("text [") and out.endswith("] more"), (disguised, out)
     assert neutralise("Результаты: μ-опиоидные рецепторы, ＜0.05") == "Результаты: μ-опиоидные рецепторы, ＜0.05"
+
+
+def test_the_prompt_shows_the_schema_short_and_the_endpoint_gets_it_whole(template):
+    schema = json_schema(template)
+    prompt = build_messages(template, "text", [], schema=schema)[1]["content"]
+    shown = json.loads(prompt.split("Answer schema (JSON Schema):\n", 1)[1])
+    assert shown["properties"]["hr_value"] == {"$ref": "#/$defs/number"}
+    assert shown["properties"]["outcomes"]["items"]["properties"]["events_intervention"] == {"$ref": "#/$defs/integer"}
+    assert shown["$defs"]["number"]["properties"]["value"] == schema["properties"]["hr_value"]["properties"]["value"]
+    assert "description" not in json.dumps(shown) and len(json.dumps(shown)) < len(json.dumps(schema)) / 3

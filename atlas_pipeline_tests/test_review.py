@@ -2,13 +2,10 @@
 and provenance, two reviewers, refusals, re-checks after a template change, re-runs and cache hits, and the
 spreadsheet round trip with good and bad rows."""
 
-import contextlib
 import html
 import io
 import json
 import shutil
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,9 +25,9 @@ from atlas_pipeline.review.workbook_import import import_inbox, import_reports, 
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
-from atlas_pipeline_tests.helpers import latest_metadata, run_atlas
+from atlas_pipeline_tests.helpers import NoRedirect, http_request, latest_metadata, multipart, run_atlas, serve
 from atlas_pipeline_tests.juice_trial import API_KEY, KEY, answer
-from atlas_pipeline_tests.servers import free_port, local_env
+from atlas_pipeline_tests.servers import local_env
 
 VERIFIED = frozenset({"verified"})
 
@@ -346,89 +343,38 @@ def test_decisions_merge_on_atlas_run_and_survive_atlas_migrate_to_postgres_and_
         }
 
 
-@contextlib.contextmanager
-def serve(app):
-    """The review app on a real HTTP server (uvicorn on 127.0.0.1) in this process, so it can share the test's
-    ephemeral Dagster instance."""
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-def _request(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(
-        url, data=data, headers=headers or {}, method="POST" if data is not None else "GET"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode("utf-8", "replace")
-
-
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Keeps the redirect response itself (to look at its Location and cookie)."""
-
-    last = None
-
-    def http_error_303(self, req, fp, code, msg, headers):
-        NoRedirect.last = fp
-        return fp
-
-
-def _multipart(name: str, filename: str, data: bytes) -> tuple[bytes, dict]:
-    boundary = "atlas-test-boundary"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
-
-
 def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, run, instance, knowledge_base):
     from atlas_pipeline.review.app import create_app
 
     llm_server.script({"content": answer()})
     _, record = run()
     with serve(create_app(run.settings, instance=lambda: instance)) as site:
-        status, page = _request(f"{site}/documents/{KEY}?field=n_control")
+        status, page = http_request(f"{site}/documents/{KEY}?field=n_control")
         assert status == 200 and "30 were given colored and flavored water" in page and 'class="highlight"' in page
-        listing = _request(f"{site}/")[1] + _request(f"{site}/api/documents")[1] + _request(f"{site}/imports")[1]
+        listing = (
+            http_request(f"{site}/")[1] + http_request(f"{site}/api/documents")[1] + http_request(f"{site}/imports")[1]
+        )
         assert API_KEY not in page + listing and "sk-" not in page + listing
 
         form = {"action": "approve", "reviewer": "ana", "sha256": record.sha256, "extraction_version": "older"}
-        status, body = _request(f"{site}/documents/{KEY}/fields/n_control", urllib.parse.urlencode(form).encode())
+        status, body = http_request(f"{site}/documents/{KEY}/fields/n_control", urllib.parse.urlencode(form).encode())
         assert status == 409 and "changed since this was shown" in body
         form["extraction_version"] = record.extraction_version
-        status, body = _request(
+        status, body = http_request(
             f"{site}/documents/{KEY}/fields/n_control",
             urllib.parse.urlencode(form).encode(),
             {"Origin": "http://attacker.example"},
         )
         assert status == 403
         assert load_decisions(run.atlas.store(), KEY) == []  # neither was recorded
-        status, _ = _request(f"{site}/documents/{KEY}/fields/n_control", urllib.parse.urlencode(form).encode())
+        status, _ = http_request(f"{site}/documents/{KEY}/fields/n_control", urllib.parse.urlencode(form).encode())
         assert status == 200 and [d.action for d in load_decisions(run.atlas.store(), KEY)] == ["approve"]
 
         shown_other = urllib.parse.urlencode({**form, "model_value": "0.05"}).encode()
-        status, body = _request(f"{site}/documents/{KEY}/fields/p_value", shown_other)
+        status, body = http_request(f"{site}/documents/{KEY}/fields/p_value", shown_other)
         expected = "the model's value of p_value changed since this was shown ('0.05', now '0.006')"
         assert status == 409 and expected in html.unescape(body)
-        status, _ = _request(f"{site}/", headers={"Host": "attacker.example"})  # a DNS-rebinding page
+        status, _ = http_request(f"{site}/", headers={"Host": "attacker.example"})  # a DNS-rebinding page
         assert status == 400
         name = urllib.parse.urlencode({"reviewer": "Anna Łukasz 李明", "back": "//attacker.example/"}).encode()
         request = urllib.request.Request(f"{site}/reviewer", data=name, method="POST")
@@ -436,22 +382,22 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
         redirect = NoRedirect.last
         assert redirect.status == 303 and redirect.headers["location"] == "/"  # never to another site
         cookie = redirect.headers["set-cookie"].split(";")[0]
-        status, page = _request(f"{site}/", headers={"Cookie": cookie})
+        status, page = http_request(f"{site}/", headers={"Cookie": cookie})
         assert status == 200 and 'value="Anna Łukasz 李明"' in page
 
-        assert _request(f"{site}/documents/..%2Fetc")[0] == 404
-        assert _request(f"{site}/documents/{KEY}/pages/99.png") == (404, "no page 99 (the document has 8)")
-        status, _ = _request(f"{site}/documents/{KEY}", b"")  # state changes only by POST to their own routes
+        assert http_request(f"{site}/documents/..%2Fetc")[0] == 404
+        assert http_request(f"{site}/documents/{KEY}/pages/99.png") == (404, "no page 99 (the document has 8)")
+        status, _ = http_request(f"{site}/documents/{KEY}", b"")  # state changes only by POST to their own routes
         assert status == 405
 
-        body, headers = _multipart("documents", "new trial.html", b"<html><body><p>We randomised 40.</p></body></html>")
-        status, page = _request(f"{site}/upload", body, headers)
+        body, headers = multipart("documents", "new trial.html", b"<html><body><p>We randomised 40.</p></body></html>")
+        status, page = http_request(f"{site}/upload", body, headers)
         assert status == 200 and "added uploads/new trial.html" in page
         assert (knowledge_base / "uploads" / "new trial.html").read_bytes().startswith(b"<html>")
-        status, page = _request(f"{site}/upload", body, headers)
+        status, page = http_request(f"{site}/upload", body, headers)
         assert "uploads/new trial.html is already in the knowledge base" in page
-        body, headers = _multipart("documents", ".hidden.pdf", b"%PDF-1.4")
-        assert "is not a document file name" in _request(f"{site}/upload", body, headers)[1]
+        body, headers = multipart("documents", ".hidden.pdf", b"%PDF-1.4")
+        assert "is not a document file name" in http_request(f"{site}/upload", body, headers)[1]
 
 
 def test_text_evidence_marks_the_span_and_escapes_the_document():

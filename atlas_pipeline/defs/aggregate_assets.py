@@ -2,10 +2,12 @@
 
 import dagster as dg
 
+from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.outputs.completion import quality_table, summarise
+from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.exports import write_exports
-from atlas_pipeline.store.layout import COMPLETION_PATH
+from atlas_pipeline.store.layout import COMPLETION_PATH, EVALUATION_STEM, export_path
 
 GROUP = "aggregates"
 
@@ -76,3 +78,32 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
 
 
 AGGREGATE_ASSETS = [task_completion, extraction_exports]
+
+
+def build_evaluation_asset(gold: str, tolerance: float) -> dg.AssetsDefinition:
+    """The extraction's accuracy against the team's gold file (``ATLAS_GOLD``), refreshed with the aggregates."""
+
+    @dg.asset(
+        name=EVALUATION_ASSET_NAME,
+        group_name=GROUP,
+        deps=["document_extraction"],
+        automation_condition=AGGREGATE_CONDITION,
+        kinds={"python"},
+        description="Accuracy, recall and precision of `verified` per field against the gold file (ATLAS_GOLD): a "
+        "report a team can cite (atlas_evaluation.md in the exports) and the same table here.",
+    )
+    def extraction_evaluation(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+        report = evaluate_gold(atlas, gold, tolerance)
+        path = atlas.exports_store().write_text(export_path(EVALUATION_STEM, "md"), report.markdown())
+        rows = report.rows()
+        return dg.MaterializeResult(
+            metadata={
+                "documents": report.documents,
+                "fields": len(rows),
+                "unmatched_entries": report.unmatched_entries,
+                "report": dg.MetadataValue.path(path),
+                "accuracy_table": dg.MetadataValue.md(report.markdown()),
+            }
+        )
+
+    return extraction_evaluation

@@ -13,3 +13,4 @@ EXTRACTION_ASSET_NAME = "document_extraction"
 REVIEW_ASSET_NAME = "document_review"
 # over every document
 AGGREGATE_ASSET_NAMES = ("task_completion", "extraction_exports")
+EVALUATION_ASSET_NAME = "extraction_evaluation"  # an aggregate too, when a gold file is configured (ATLAS_GOLD)

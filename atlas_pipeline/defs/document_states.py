@@ -190,12 +190,15 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
     return done
 
 
-def aggregates_up_to_date(instance: dg.DagsterInstance, catalog: Catalog) -> bool:
+def aggregates_up_to_date(
+    instance: dg.DagsterInstance, catalog: Catalog, names: tuple[str, ...] = AGGREGATE_ASSET_NAMES
+) -> bool:
     """Whether every aggregate was materialised after anything that changes what it says: the newest document
     extraction (by any run: the sensor's, ``atlas run``'s, the UI's), the newest catalog change (a removal or a copy
     another scanner saved), and any document run that failed or was stopped since. Refreshing them again would
-    rewrite the same figures and files."""
-    materialized = [instance.get_latest_materialization_event(dg.AssetKey(name)) for name in AGGREGATE_ASSET_NAMES]
+    rewrite the same figures and files. ``names``: the aggregates of this deployment (the evaluation too, when a
+    gold file is configured)."""
+    materialized = [instance.get_latest_materialization_event(dg.AssetKey(name)) for name in names]
     if any(event is None for event in materialized):
         return False
     refreshed = min(event.timestamp for event in materialized if event is not None)

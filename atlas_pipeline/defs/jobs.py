@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
+from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES, REVIEW_ASSET_NAME
 from atlas_pipeline.defs.partitions import documents_partitions
 
@@ -23,8 +23,8 @@ document_batch_job = dg.define_asset_job(
 
 aggregates_job = dg.define_asset_job(
     "aggregates_job",
-    selection=dg.AssetSelection.assets(*AGGREGATE_ASSETS),
-    description="Recompute task completion and the exports.",
+    selection=dg.AssetSelection.groups(AGGREGATES_GROUP),
+    description="Recompute task completion and the exports (and the evaluation against the gold, when configured).",
 )
 
 review_job = dg.define_asset_job(

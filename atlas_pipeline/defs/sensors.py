@@ -6,7 +6,7 @@ import json
 
 import dagster as dg
 
-from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS
+from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -146,8 +146,9 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
 def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:
     return dg.AutomationConditionSensorDefinition(
         "aggregates_automation_sensor",
-        target=dg.AssetSelection.assets(*AGGREGATE_ASSETS),
+        target=dg.AssetSelection.groups(AGGREGATES_GROUP),
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=settings.automation_interval_seconds,
-        description="Refreshes task_completion and the exports after documents land.",
+        description="Refreshes task_completion, the exports (and the evaluation against the gold, when configured) "
+        "after documents land.",
     )

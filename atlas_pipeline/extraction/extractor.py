@@ -6,7 +6,9 @@ when a document would need more than ``max_chunks`` chunks, so no text is ever l
 
 Chunked answers are merged per field: every chunk's candidate is kept (``candidates``), the best graded one is the
 value (and ``chunk`` says where it came from), and when verified candidates of different chunks disagree the field is
-flagged with them instead of silently keeping one.
+flagged with them instead of silently keeping one. Entries of a repeating group are merged by their identity (the
+group's identity fields, compared without case, spacing or punctuation): one outcome reported by two chunks is one
+entry, its fields merged as above.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from atlas_pipeline.extraction.llm import LLMClient, LLMError, Usage
 from atlas_pipeline.extraction.prompt import build_messages
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
-from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.extraction.templates import Template, TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import Violation
 from atlas_pipeline.grading.fields import TIER_RANK, FieldResult, apply_checks, document_status, grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
@@ -120,6 +122,51 @@ def _merge(name: str, candidates: list[tuple[int, FieldResult]]) -> FieldResult:
     return best
 
 
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def _identity(entry: dict[str, FieldResult], fields: list[str]) -> tuple[str, ...] | None:
+    """An entry's identity, or None when none of its identity fields has a value (it can match no other entry)."""
+    key = tuple(_NOT_WORD.sub(" ", str(entry[name].value or "")).strip().casefold() for name in fields)
+    return key if any(key) else None
+
+
+def _grade_entries(
+    group: TemplateModule, given: list | None, scope: EvidenceScope
+) -> tuple[list[dict[str, FieldResult]], int]:
+    """Every entry the model gave for a group (at most ``max_entries``), graded field by field; and how many more
+    it gave (left out, said in the reason)."""
+    entries = []
+    for number, entry in enumerate((given or [])[: group.max_entries], 1):
+        entry = entry or {}
+        graded = {}
+        for item in group.fields:
+            answer = (entry.get(item.name) or {}) if item.name in entry else None
+            name = entry_field_name(group.name, number, item.name)
+            graded[item.name] = grade_field(name, item.type, group.name, answer, scope, item.synonyms)
+        entries.append(graded)
+    return entries, max(0, len(given or []) - group.max_entries)
+
+
+def _merge_entries(
+    group: TemplateModule, per_chunk: list[tuple[int, list[dict[str, FieldResult]]]]
+) -> dict[str, FieldResult]:
+    """The group's entries over all chunks: entries with the same identity are one (fields merged like single
+    fields); the rest are kept in the order they were first given."""
+    merged: dict[object, list[tuple[int, dict[str, FieldResult]]]] = {}
+    for chunk, entries in per_chunk:
+        for position, entry in enumerate(entries):
+            key = _identity(entry, group.identity) or ("unidentified", chunk, position)
+            merged.setdefault(key, []).append((chunk, entry))
+    fields: dict[str, FieldResult] = {}
+    for number, found in enumerate(merged.values(), 1):
+        for item in group.fields:
+            name = entry_field_name(group.name, number, item.name)
+            candidates = [(chunk, entry[item.name]) for chunk, entry in found]
+            fields[name] = _merge(name, candidates) if len(candidates) > 1 else candidates[0][1]
+    return fields
+
+
 def extract_with_llm(
     client: LLMClient,
     template: Template,
@@ -142,6 +189,8 @@ def extract_with_llm(
     usage = Usage()
     candidates: dict[str, list[tuple[int, FieldResult]]] = {f.name: [] for f in template.fields}
     modules = {f.name: module.name for module in template.modules for f in module.fields}
+    group_entries: dict[str, list[tuple[int, list[dict[str, FieldResult]]]]] = {g.name: [] for g in template.groups}
+    left_out: dict[str, int] = {}
     for index, (start, end) in enumerate(spans, 1):
         part = (index, len(spans)) if len(spans) > 1 else None
         html = [table.html for table in chunk_tables[index - 1]]
@@ -159,13 +208,27 @@ def extract_with_llm(
             given = (answer.data[item.name] or {}) if item.name in answer.data else None
             graded = grade_field(item.name, item.type, modules[item.name], given, scope, item.synonyms)
             candidates[item.name].append((index, graded))
+        for group in template.groups:
+            entries, extra = _grade_entries(group, answer.data.get(group.name), scope)
+            group_entries[group.name].append((index, entries))
+            if extra:
+                left_out[group.name] = left_out.get(group.name, 0) + extra
     if len(spans) > 1:
         fields = {name: _merge(name, found) for name, found in candidates.items()}
     else:
         fields = {name: found[0][1] for name, found in candidates.items()}
-    violations = apply_checks(template.checks, fields)
     required = {f.name: f.required for f in template.fields}
+    for group in template.groups:
+        entry_fields = _merge_entries(group, group_entries[group.name])
+        fields.update(entry_fields)
+        is_required = {item.name: item.required for item in group.fields}
+        required.update({name: is_required[entry_field_parts(name)[2]] for name in entry_fields})
+    group_of = {item.name: group.name for group in template.groups for item in group.fields}
+    violations = apply_checks(template.checks, fields, group_of)
     status, score, reason = document_status(required, fields, violations)
+    for group_name, extra in left_out.items():
+        cap = next(g.max_entries for g in template.groups if g.name == group_name)
+        reason += f"; {group_name}: {extra} more entries given than its cap of {cap} (left out)"
     return ExtractionOutcome(
         fields=fields,
         usage=usage,

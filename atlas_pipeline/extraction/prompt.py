@@ -87,6 +87,11 @@ def field_guide(template: Template) -> str:
     lines = []
     for module in template.modules:
         lines.append(f"## {module.name}: {module.description}")
+        if module.repeating:
+            lines.append(
+                f"(a list: one entry per {' × '.join(module.identity)} the document reports, at most "
+                f"{module.max_entries}; every value of every entry with its own verbatim quote; [] when none)"
+            )
         for field in module.fields:
             detail = (
                 field.type
@@ -95,6 +100,37 @@ def field_guide(template: Template) -> str:
             )
             lines.append(f"- {field.name} ({detail}){' [required]' if field.required else ''}: {field.description}")
     return "\n".join(lines)
+
+
+def _shape(schema: dict) -> dict:
+    """The schema as the prompt shows it: without descriptions (the field guide above has them) and with every
+    ``{"value": …, "quote": …}`` object written once under ``$defs`` — every chunk of a long document carries the
+    prompt, so the shorter the cheaper. The endpoint's own structured-output schema is the full one."""
+    defs: dict[str, dict] = {}
+
+    def field_ref(item: dict) -> dict:
+        plain = {k: v for k, v in item.items() if k != "description"}
+        value = plain["properties"]["value"]["anyOf"][0]
+        name = "enum_" + "_".join(value["enum"]) if "enum" in value else value.get("type", "value")
+        name = re.sub(r"\W+", "_", name)[:60]
+        while name in defs and defs[name] != plain:
+            name += "_"
+        defs[name] = plain
+        return {"$ref": f"#/$defs/{name}"}
+
+    def walk(node: object) -> object:
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict) and set(properties) == {"value", "quote"}:
+                return field_ref(node)
+            return {key: walk(value) for key, value in node.items() if key != "description"}
+        if isinstance(node, list):
+            return [walk(value) for value in node]
+        return node
+
+    shaped = walk(schema)
+    assert isinstance(shaped, dict)
+    return {**shaped, "$defs": defs}
 
 
 def build_messages(
@@ -121,6 +157,6 @@ def build_messages(
         sections.append(f'<{TABLES_TAG} source="document tables, HTML" priority="HIGHEST">\n{tables}\n</{TABLES_TAG}>')
     if custom_instructions.strip():
         sections.append(f"{BEGIN_RULES}\n{neutralise(custom_instructions.strip())}\n{END_RULES}\n{RULES_GUARD}")
-    if schema is not None:
-        sections.append("Answer schema (JSON Schema):\n" + json.dumps(schema, separators=(",", ":")))
+    if schema is not None:  # the field guide above describes each field: the schema here only gives the shape
+        sections.append("Answer schema (JSON Schema):\n" + json.dumps(_shape(schema), separators=(",", ":")))
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(sections)}]

@@ -33,9 +33,29 @@ class TemplateField(BaseModel):
 
 
 class TemplateModule(BaseModel):
-    name: str
+    """A group of fields. A repeating module (``repeating: true``) holds a list of entries — one per outcome ×
+    comparison × time point, say — each with every field of the module, identified by its ``identity`` fields
+    (entries from several chunks with the same identity are one entry), at most ``max_entries`` of them."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str = ""
     fields: list[TemplateField]
+    repeating: bool = False
+    identity: list[str] = Field(default_factory=list)
+    max_entries: int = Field(30, ge=1, le=500)
+
+    def field_definition(self, name: str) -> TemplateField | None:
+        return next((field for field in self.fields if field.name == name), None)
+
+    @model_validator(mode="after")
+    def _identity_in_module(self) -> TemplateModule:
+        names = {field.name for field in self.fields}
+        unknown = [name for name in self.identity if name not in names]
+        if unknown:
+            raise ValueError(f"module {self.name!r}: identity field(s) {', '.join(unknown)} not among its fields")
+        if self.repeating and not self.identity:
+            raise ValueError(f"repeating module {self.name!r} needs an identity (the fields that tell entries apart)")
+        return self
 
 
 class Template(BaseModel):
@@ -48,19 +68,54 @@ class Template(BaseModel):
 
     @model_validator(mode="after")
     def _checks_name_numeric_fields(self) -> Template:
-        problems = check_fields_exist(self.checks, {field.name: field.type for field in self.fields})
+        every = [field for module in self.modules for field in module.fields]
+        names = [field.name for field in every] + [module.name for module in self.groups]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"field and group names must be unique across modules: {', '.join(repeated)}")
+        problems = check_fields_exist(self.checks, {field.name: field.type for field in every})
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     @property
     def fields(self) -> list[TemplateField]:
-        return [field for module in self.modules for field in module.fields]
+        """The single-valued fields (every module that does not repeat)."""
+        return [field for module in self.modules if not module.repeating for field in module.fields]
+
+    @property
+    def groups(self) -> list[TemplateModule]:
+        """The repeating modules."""
+        return [module for module in self.modules if module.repeating]
+
+    def field_definition(self, name: str) -> TemplateField | None:
+        """A field by its name, or by its name in an entry of a group (``outcomes[2].mean_intervention``)."""
+        group, _, bare = entry_field_parts(name)
+        for module in self.modules:
+            if (module.name == group) if group else not module.repeating:
+                for field in module.fields:
+                    if field.name == bare:
+                        return field
+        return None
 
     @property
     def content_hash(self) -> str:
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def entry_field_name(group: str, entry: int, field: str) -> str:
+    """How a field of one entry of a repeating group is named in records, exports and decisions."""
+    return f"{group}[{entry}].{field}"
+
+
+def entry_field_parts(name: str) -> tuple[str, int | None, str]:
+    """(group, entry, field) of an entry's field name; ("", None, name) for a single-valued field."""
+    if "[" not in name:
+        return "", None, name
+    group, rest = name.split("[", 1)
+    number, _, field = rest.partition("].")
+    return group, int(number) if number.isdigit() else None, field
 
 
 class CustomField(BaseModel):
@@ -76,7 +131,7 @@ def assemble_template(template: Template, custom_fields: list[CustomField]) -> T
     """The template a project extracts with: the base modules plus a ``custom`` module of its own fields."""
     if not custom_fields:
         return template
-    taken = {field.name for field in template.fields}
+    taken = {field.name for module in template.modules for field in module.fields} | {"custom"}
     clashes = sorted(field.name for field in custom_fields if field.name in taken)
     if clashes:
         raise TemplateError(f"custom fields clash with template fields: {', '.join(clashes)}")

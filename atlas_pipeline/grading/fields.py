@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from atlas_pipeline.extraction.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import ConsistencyCheck, Violation, evaluate
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.statuses import DocumentStatus
@@ -116,9 +117,41 @@ def grade_field(
     return result
 
 
-def apply_checks(checks: list[ConsistencyCheck], fields: dict[str, FieldResult]) -> list[Violation]:
-    """Evaluate the template's checks on the extracted values and flag every field each violation involves."""
-    violations = evaluate(checks, {name: result.value for name, result in fields.items()})
+def apply_checks(
+    checks: list[ConsistencyCheck], fields: dict[str, FieldResult], group_of: dict[str, str] | None = None
+) -> list[Violation]:
+    """Evaluate the template's checks on the extracted values and flag every field each violation involves.
+
+    A check naming a field of a repeating group (``group_of``: field → group) holds per entry: it is evaluated on
+    each entry's values (with the document's single values beside them), and its violations name the entry's
+    fields (``outcomes[2].events_intervention``)."""
+    group_of = group_of or {}
+    single = {name: result.value for name, result in fields.items() if "[" not in name}
+    entries: dict[tuple[str, int], dict[str, Any]] = {}
+    for name, result in fields.items():
+        group, entry, bare = entry_field_parts(name)
+        if entry is not None:
+            entries.setdefault((group, entry), {})[bare] = result.value
+    violations: list[Violation] = []
+    for check in checks:
+        groups = {group_of[name] for name in check.fields if name in group_of}
+        if not groups:
+            violations += evaluate([check], single)
+            continue
+        for (group, entry), values in sorted(entries.items()):
+            if group not in groups:
+                continue
+            for violation in evaluate([check], {**single, **values}):
+                named = [entry_field_name(group, entry, n) if group_of.get(n) == group else n for n in violation.fields]
+                violations.append(
+                    violation.model_copy(
+                        update={
+                            "fields": named,
+                            "values": dict(zip(named, violation.values.values(), strict=True)),
+                            "message": f"{group}[{entry}]: {violation.message}",
+                        }
+                    )
+                )
     for violation in violations:
         for name in violation.fields:
             if violation.message not in fields[name].flags:

@@ -145,6 +145,14 @@ class AtlasSettings(BaseSettings):
     review_interval_seconds: int = Field(
         5, ge=1, le=86_400, description="Seconds between checks for new review decisions and inbox workbooks."
     )
+    gold: str = Field(
+        "",
+        description="Gold-standard JSON-lines file (or s3:// object) the extractions are measured against by the "
+        "extraction_evaluation asset (empty: no evaluation asset; `atlas evaluate --gold` works without it).",
+    )
+    gold_tolerance: float = Field(
+        0.005, ge=0, le=1, description="Relative tolerance within which a number counts as equal to the gold."
+    )
     executor: ExecutorName = Field(
         "in_process",
         description="Dagster executor of the jobs: in_process (one process per run), multiprocess, or a scale-out "
@@ -180,7 +188,7 @@ class AtlasSettings(BaseSettings):
             raise ValueError("must not be empty")
         return resolve_location(value.strip())
 
-    @field_validator("review_inbox")
+    @field_validator("review_inbox", "gold")
     @classmethod
     def _resolve_optional(cls, value: str) -> str:
         return resolve_location(value.strip()) if value.strip() else ""

@@ -9,14 +9,23 @@ import json
 
 import polars as pl
 
-from atlas_pipeline.extraction.templates import Template, TemplateField
+from atlas_pipeline.extraction.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.ops.redaction import redact_value, secret_values
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import DecisionRefused, coerce_value
+from atlas_pipeline.review.outcome import DocumentReview
 from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.layout import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM, QUALITY_STEM, export_path
+from atlas_pipeline.store.layout import (
+    APPROVED_STEM,
+    EXPORT_STEM,
+    FIELDS_STEM,
+    OUTCOMES_STEM,
+    QUALITY_STEM,
+    export_path,
+)
+from atlas_pipeline.store.records import ExtractionRecord
 
 FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
@@ -137,6 +146,12 @@ def _text(value: object) -> str | None:
     return str(value)
 
 
+def with_added(record: ExtractionRecord, review: DocumentReview | None) -> list[tuple[str, object]]:
+    """The extracted fields, then the values a person added (entries of a group the model missed)."""
+    added = [(name, {"module": final.module}) for name, final in (review.fields.items() if review else [])]
+    return [*record.fields.items(), *((name, field) for name, field in added if name not in record.fields)]
+
+
 def field_rows(states: list[DocumentState]) -> list[dict]:
     """One row per extracted field (LLM mode), the ones that need a person first."""
     rows = []
@@ -145,7 +160,7 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
         if record is None or state.stale:
             continue
         review = state.current_review
-        for name, field in record.fields.items():
+        for name, field in with_added(record, review):
             if not isinstance(field, dict):
                 continue  # skip mode: no values yet
             final = review.fields.get(name) if review else None
@@ -246,6 +261,50 @@ def _typed(value: object, field: TemplateField) -> object:
         return None
 
 
+def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFrame:
+    """One row per document × entry of a repeating group (``outcomes``: one per outcome × comparison × time point),
+    columns named as a meta-analyst expects (``events_intervention``, ``mean_comparator``, …). Each field's column
+    holds the value to use — a reviewer's correction or addition when there is one, nothing when a reviewer rejected
+    it, else the model's value — with ``<field>__provenance`` (who stands behind it), ``__tier``, ``__quote`` and
+    ``__page``. An entry a reviewer rejected field by field (deleted) is left out; one a reviewer added is in."""
+    schema: dict[str, pl.DataType] = {"document_key": pl.String, "status": pl.String, "entry": pl.Int64}
+    for field in group.fields:
+        schema[field.name] = _POLARS_TYPES.get(field.type, pl.String)
+        for suffix in ("provenance", "tier", "quote"):
+            schema[f"{field.name}__{suffix}"] = pl.String
+        schema[f"{field.name}__page"] = pl.Int64
+    rows: dict[tuple[str, int], dict] = {}
+    for state in states:
+        record = state.extraction
+        if record is None or state.stale:
+            continue
+        review = state.current_review
+        for name, extracted in with_added(record, review):
+            group_name, entry, bare = entry_field_parts(name)
+            field = group.field_definition(bare) if group_name == group.name else None
+            if field is None or entry is None or not isinstance(extracted, dict):
+                continue
+            row = rows.setdefault(
+                (state.key, entry), {"document_key": state.key, "status": state.status.value, "entry": entry}
+            )
+            final = review.fields.get(name) if review else None
+            value = extracted.get("value")
+            if final is not None and final.provenance in ("reviewer_corrected", "reviewer_added", "rejected"):
+                value = final.final_value
+            row[bare] = _typed(value, field)
+            row[f"{bare}__provenance"] = final.provenance if final else "awaiting_review"
+            row[f"{bare}__tier"] = extracted.get("tier")
+            row[f"{bare}__quote"] = extracted.get("quote")
+            row[f"{bare}__page"] = extracted.get("page")
+    kept = [row for row in rows.values() if not _deleted(row, group)]  # an entry a person rejected as a whole
+    return pl.DataFrame(kept, schema=schema, orient="row")
+
+
+def _deleted(row: dict, group: TemplateModule) -> bool:
+    provenances = [row.get(f"{field.name}__provenance") for field in group.fields]
+    return all(provenance == "rejected" for provenance in provenances if provenance is not None)
+
+
 QUALITY_SCHEMA = {
     "field": pl.String,
     "tier": pl.String,
@@ -305,7 +364,7 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
 
 def export_files() -> list[str]:
     """Every file ``write_exports`` writes, relative to the exports store."""
-    per_row = [export_path(stem, fmt) for stem in (FIELDS_STEM, APPROVED_STEM) for fmt in FORMATS[1:]]
+    per_row = [export_path(stem, fmt) for stem in (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM) for fmt in FORMATS[1:]]
     return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [export_path(QUALITY_STEM, "csv")]
 
 
@@ -326,6 +385,11 @@ def write_exports(
     approved = approved_frame(states, template)
     approved = pl.DataFrame([redact_value(row, secrets) for row in approved.rows(named=True)], schema=approved.schema)
     quality = quality_frame(completion)
+    groups = {group.name: group_frame(states, group) for group in (template.groups if template else [])}
+    groups = {
+        name: pl.DataFrame([redact_value(r, secrets) for r in f.rows(named=True)], schema=f.schema)
+        for name, f in groups.items()
+    }
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
     workbook = workbook_bytes(
         documents,
@@ -334,6 +398,7 @@ def write_exports(
         completion_frame(completion),
         approved=approved,
         quality=quality,
+        groups=groups,
         choices=DECISION_CHOICES,
         skip_mode=skip_mode,
     )
@@ -345,6 +410,11 @@ def write_exports(
             )
         written[f"approved_{fmt}"] = store.write_bytes(
             export_path(APPROVED_STEM, fmt), _encode(approved, fmt, export_path(APPROVED_STEM, "parquet"))
+        )
+    outcomes = groups.get("outcomes", pl.DataFrame(schema={"document_key": pl.String, "entry": pl.Int64}))
+    for fmt in FORMATS[1:]:
+        written[f"outcomes_{fmt}"] = store.write_bytes(
+            export_path(OUTCOMES_STEM, fmt), _encode(outcomes, fmt, export_path(OUTCOMES_STEM, "parquet"))
         )
     written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))
     return written

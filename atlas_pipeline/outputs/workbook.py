@@ -175,6 +175,7 @@ def workbook_bytes(
     approved: pl.DataFrame | None = None,
     quality: pl.DataFrame | None = None,
     choices: dict[str, list[str]] | None = None,
+    groups: dict[str, pl.DataFrame] | None = None,
     skip_mode: bool,
 ) -> bytes:
     """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide, the model's values), ``fields`` (long,
@@ -215,6 +216,13 @@ def workbook_bytes(
             choices=choices,
             empty_note=why_empty,
         )
+        for name, frame in (groups or {}).items():  # repeating groups: one row per document × entry
+            sheets.table(
+                name,
+                truncate_for_cells(frame, f"atlas_{name}.parquet / .jsonl"),
+                row_rules=[],
+                empty_note=f"No {name} entries extracted yet.",
+            )
         if approved is not None:
             sheets.table(
                 "approved",

@@ -25,11 +25,18 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.extraction.templates import Template, entry_field_name, entry_field_parts
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.outputs.completion import DocumentState
-from atlas_pipeline.review.decisions import Decision, DecisionRefused, decide, load_decisions, value_text
+from atlas_pipeline.review.decisions import (
+    Decision,
+    DecisionRefused,
+    coerce_value,
+    decide,
+    load_decisions,
+    value_text,
+)
 from atlas_pipeline.review.evidence import locate_quote, render_page, text_evidence
 from atlas_pipeline.review.outcome import DocumentReview, FinalField, review_document
 from atlas_pipeline.review.workbook_import import import_reports
@@ -150,8 +157,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
     seen = [d for d in decisions if d.reviewer == me] if blind else decisions
     review: DocumentReview | None = review_document(record, seen, page.atlas.accepted_tiers())
     template = page.template()
-    descriptions = {field.name: field for field in template.fields}
-    modules: dict[str, list[dict[str, Any]]] = {}
+    modules: dict[str, dict[str, Any]] = {}
     order = [field.name for field in template.fields]
     names = sorted(review.fields, key=lambda n: order.index(n) if n in order else len(order)) if review else []
     views = []
@@ -159,9 +165,12 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         final = review.fields[name] if review else None
         if final is None or record is None:
             continue
-        view = _field_view(final, record.fields[name], [d for d in seen if d.field == name])
-        view["definition"] = descriptions.get(name)
-        modules.setdefault(final.module or "fields", []).append(view)
+        view = _field_view(final, record.fields.get(name) or {}, [d for d in seen if d.field == name])
+        view["definition"] = template.field_definition(name)
+        group, entry, _ = entry_field_parts(name)
+        label = f"{group} — entry {entry}" if entry is not None else (final.module or "fields")
+        section = modules.setdefault(label, {"label": label, "group": group, "entry": entry, "views": []})
+        section["views"].append(view)
         views.append(view)
     selected_name = request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
     selected = next((v for v in views if v["name"] == selected_name), None)
@@ -173,7 +182,8 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "state": state,
         "record": record,
         "review": review,
-        "modules": modules,
+        "modules": list(modules.values()),
+        "groups": template.groups,
         "selected": selected,
         "evidence": _evidence(page, key, record, selected) if selected else None,
         "next_field": next_field,
@@ -256,7 +266,7 @@ async def decision(request: Request) -> Response:
     form = await request.form()
     field = str(request.path_params["field"])
     reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
-    template_fields = {f.name: f for f in page.template().fields}
+    template = page.template()
     try:
         decide(
             page.store,
@@ -266,7 +276,7 @@ async def decision(request: Request) -> Response:
             reviewer=reviewer,
             shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
             shown_value=str(form["model_value"]) if "model_value" in form else None,
-            template_field=template_fields.get(field),
+            template_field=template.field_definition(field),
             value=form.get("value"),
             quote=str(form.get("quote") or ""),
             note=str(form.get("note") or ""),
@@ -284,6 +294,98 @@ async def decision(request: Request) -> Response:
     )
     response.set_cookie(REVIEWER_COOKIE, url_quote(reviewer), httponly=True, samesite="strict")
     return response
+
+
+def _group(page: ReviewPage, name: str):
+    return next((group for group in page.template().groups if group.name == name), None)
+
+
+def _back(key: str, message: str, form) -> RedirectResponse:
+    blind = "&blind=1" if form.get("blind") == "1" else ""
+    return RedirectResponse(f"/documents/{url_quote(key)}?message={url_quote(message)}{blind}", status_code=303)
+
+
+async def add_entry(request: Request) -> Response:
+    """A person adds an entry the model missed (an outcome of the report): one ``correct`` decision per value
+    given, on the next free entry number of the group; all values are checked before any is recorded."""
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    group = _group(page, request.path_params["group"])
+    if group is None:
+        return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
+    form = await request.form()
+    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    given = [(field, str(form.get(field.name) or "").strip()) for field in group.fields]
+    given = [(field, value) for field, value in given if value]
+    try:
+        if not any(field.name == group.identity[0] for field, _ in given):
+            raise DecisionRefused(f"a new {group.name} entry needs at least its {group.identity[0]}")
+        for field, value in given:
+            coerce_value(value, field)  # every value checked before any is written
+        taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
+        taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
+        number = max((n for n in taken if n is not None), default=0) + 1
+        for field, value in given:
+            decide(
+                page.store,
+                record,
+                entry_field_name(group.name, number, field.name),
+                "correct",
+                reviewer=reviewer,
+                shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+                template_field=field,
+                value=value,
+                note=str(form.get("note") or ""),
+            )
+    except DecisionRefused as refused:
+        context = document_context(page, request, key, error=str(refused))
+        return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
+    return _back(key, f"entry {number} of {group.name} added by {reviewer}", form)
+
+
+async def reject_entry(request: Request) -> Response:
+    """A person deletes an entry (not an outcome of this report, a duplicate): every value of it rejected."""
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    group, number = request.path_params["group"], int(request.path_params["entry"])
+    form = await request.form()
+    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    decisions = load_decisions(page.store, key)
+    review = review_document(record, decisions, page.atlas.accepted_tiers())
+    names = [n for n in (review.fields if review else {}) if entry_field_parts(n)[:2] == (group, number)]
+    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    template = page.template()
+    try:
+        if not names:
+            raise DecisionRefused(f"{key} has no entry {number} of {group}")
+        for name in names:
+            if review and review.fields[name].provenance == "rejected":
+                continue
+            decide(
+                page.store,
+                record,
+                name,
+                "reject",
+                reviewer=reviewer,
+                shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+                template_field=template.field_definition(name),
+                note=str(form.get("note") or "") or "the whole entry rejected",
+            )
+    except DecisionRefused as refused:
+        context = document_context(page, request, key, error=str(refused))
+        return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
+    return _back(key, f"entry {number} of {group} rejected by {reviewer}", form)
 
 
 async def set_reviewer(request: Request) -> Response:
@@ -367,6 +469,8 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             Route("/documents/{key}", document),
             Route("/documents/{key}/pages/{number:int}.png", page_image),
             Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),
+            Route("/documents/{key}/groups/{group}/entries", add_entry, methods=["POST"]),
+            Route("/documents/{key}/groups/{group}/entries/{entry:int}/reject", reject_entry, methods=["POST"]),
         ],
     )
     app.state.page = ReviewPage(settings, instance or default_instance)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from atlas_pipeline.extraction.templates import TemplateField
+from atlas_pipeline.extraction.templates import TemplateField, entry_field_parts
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
@@ -198,8 +198,14 @@ def decide(
         raise DecisionRefused(f"unknown decision {action!r}: use approve, correct or reject")
     extracted = record.fields.get(field)
     if not isinstance(extracted, dict):
-        known = ", ".join(name for name, f in record.fields.items() if isinstance(f, dict)) or "none"
-        raise DecisionRefused(f"{record.key} has no extracted field {field!r} (fields: {known})")
+        group, entry, _ = entry_field_parts(field)
+        if not (group and entry is not None and template_field is not None and action in ("correct", "reject")):
+            known = ", ".join(name for name, f in record.fields.items() if isinstance(f, dict)) or "none"
+            raise DecisionRefused(f"{record.key} has no extracted field {field!r} (fields: {known})")
+        # an entry the model missed, added by a person (``correct``), or such a value taken back (``reject``)
+        if action == "reject" and not any(d.field == field for d in load_decisions(store, record.key)):
+            raise DecisionRefused(f"{field} was neither extracted nor added: nothing to reject")
+        extracted = {}
     if shown is not None and (shown[0] != record.sha256 or shown[1] != record.extraction_version):
         raise DecisionRefused(
             f"the extraction of {record.key} changed since this was shown (made on {shown[0][:12]}/{shown[1]}, now "

@@ -5,6 +5,7 @@ Provenance of a final value:
 - ``model_verified``: no one decided, and the team's policy accepts the field's tier as it is (``verified`` by
   default; never a flagged field);
 - ``reviewer_approved`` / ``reviewer_corrected`` / ``rejected``: the latest decision on the field;
+- ``reviewer_added``: a value of an entry the model missed (a repeating group's row a person added);
 - ``awaiting_review``: a person has to look;
 - ``recheck``: a person decided, but the model's value has changed since (new model, template or bytes): the old
   decision is shown with the old and the new value and a person decides again. A decision whose value did not
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from atlas_pipeline.extraction.templates import entry_field_parts
 from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.review.decisions import (
     Decision,
@@ -34,17 +36,26 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 Provenance = Literal[
-    "model_verified", "reviewer_approved", "reviewer_corrected", "rejected", "awaiting_review", "recheck"
+    "model_verified",
+    "reviewer_approved",
+    "reviewer_corrected",
+    "reviewer_added",
+    "rejected",
+    "awaiting_review",
+    "recheck",
 ]
 PROVENANCES: tuple[str, ...] = (
     "model_verified",
     "reviewer_approved",
     "reviewer_corrected",
+    "reviewer_added",
     "rejected",
     "awaiting_review",
     "recheck",
 )
-FINAL: frozenset[str] = frozenset({"model_verified", "reviewer_approved", "reviewer_corrected", "rejected"})
+FINAL: frozenset[str] = frozenset(
+    {"model_verified", "reviewer_approved", "reviewer_corrected", "reviewer_added", "rejected"}
+)
 _BY_ACTION = {"approve": "reviewer_approved", "correct": "reviewer_corrected", "reject": "rejected"}
 
 
@@ -172,6 +183,23 @@ def review_document(
     fields = {
         name: review_field(name, field, by_field.get(name, []), accepted_tiers) for name, field in extracted.items()
     }
+    for name, added in by_field.items():  # entries of a group the model missed, added by a person
+        if name in extracted:
+            continue
+        latest = added[-1]
+        fields[name] = FinalField(
+            field=name,
+            module=entry_field_parts(name)[0],
+            provenance="reviewer_added" if latest.action == "correct" else "rejected",
+            final_value=latest.value if latest.action == "correct" else None,
+            reviewer=latest.reviewer,
+            decided_at=latest.decided_at,
+            decision=latest.action,
+            decision_id=latest.id,
+            note=latest.note,
+            corrected_quote=latest.quote,
+            decisions=len(added),
+        )
     counts = Counter(field.provenance for field in fields.values())
     return DocumentReview(
         key=record.key,

@@ -84,7 +84,6 @@ def import_workbook(
 ) -> ImportReport:
     """Apply the decisions of one reviewed workbook and keep its report in the artifact store."""
     report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso())
-    fields = {field.name: field for field in template.fields}
     try:
         rows = read_rows(data)
     except ValueError as error:
@@ -115,7 +114,7 @@ def import_workbook(
                 reviewer=_text(row.get("reviewer")) or default_reviewer,
                 shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
                 shown_value=_text(row.get("model_value")) if "model_value" in row else None,
-                template_field=fields.get(outcome.field),
+                template_field=template.field_definition(outcome.field),
                 value=row.get("corrected_value"),
                 note=_text(row.get("review_note")),
                 source=f"workbook:{name}",

@@ -18,7 +18,9 @@ The artifact store (``ATLAS_ARTIFACTS``)::
 
 The export store (``ATLAS_EXPORTS``): ``atlas_documents.{xlsx,csv,parquet,jsonl}`` (one row per document),
 ``atlas_fields.{csv,parquet,jsonl}`` (one row per extracted field, final value and provenance beside the model's),
-``atlas_approved.{csv,parquet,jsonl}`` (approved documents only, one typed column per field) and
+``atlas_approved.{csv,parquet,jsonl}`` (approved documents only, one typed column per field),
+``atlas_outcomes.{csv,parquet,jsonl}`` (one row per document × outcome entry), ``atlas_evaluation.md`` (accuracy
+against a gold file, when one is configured) and
 ``atlas_review_quality.csv`` (per field and tier: how often reviewers kept the model's value).
 
 Paths are relative to their store, so records keep working when a store moves (``atlas migrate``).
@@ -42,6 +44,8 @@ IMPORTS = f"{REVIEWS}/imports"
 EXPORT_STEM = "atlas_documents"
 FIELDS_STEM = "atlas_fields"
 APPROVED_STEM = "atlas_approved"
+OUTCOMES_STEM = "atlas_outcomes"
+EVALUATION_STEM = "atlas_evaluation"
 QUALITY_STEM = "atlas_review_quality"
 
 
