@@ -243,6 +243,9 @@ def command_evaluate(args: argparse.Namespace) -> int:
     settings = load_settings()
     atlas = AtlasResource.from_settings(settings)
     tolerance = settings.gold_tolerance if args.tolerance is None else args.tolerance
+    if not 0 <= tolerance <= 1:
+        print(f"atlas: --tolerance {tolerance} must be between 0 and 1 (a share: 0.005 is 0.5%)", file=sys.stderr)
+        return 2
     try:
         report = evaluate_gold(atlas, resolve_location(args.gold), tolerance)
     except GoldError as error:

@@ -9,6 +9,7 @@ import urllib.parse
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -309,19 +310,130 @@ def test_a_reviewer_adds_an_outcome_the_model_missed_and_deletes_a_wrong_one(llm
         added["n_intervention"] = "30"
         form = urllib.parse.urlencode({**shown, **added, "note": "Table 6"}).encode()
         status, body = http_request(f"{site}/documents/{KEY}/groups/outcomes/entries", form)
-        assert status == 200 and "entry 3 of outcomes added by ana" in html.unescape(body)
+        assert status == 200 and "entry 1001 of outcomes added by ana" in html.unescape(body)
         form = urllib.parse.urlencode({**shown, "note": "mild anemia is a baseline finding"}).encode()
         status, body = http_request(f"{site}/documents/{KEY}/groups/outcomes/entries/2/reject", form)
         assert status == 200 and "entry 2 of outcomes rejected by ana" in html.unescape(body)
 
     review = review_document(record, load_decisions(run.atlas.store(), KEY), frozenset({"verified"}))
-    assert review.fields["outcomes[3].mean_intervention"].provenance == "reviewer_added"
-    assert review.fields["outcomes[3].n_intervention"].final_value == 30
+    assert review.fields["outcomes[1001].mean_intervention"].provenance == "reviewer_added"
+    assert review.fields["outcomes[1001].n_intervention"].final_value == 30
     assert {f.provenance for n, f in review.fields.items() if n.startswith("outcomes[2].")} == {"rejected"}
     assert run.defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     outcomes = pl.read_parquet(tmp_path / "exports" / "atlas_outcomes.parquet")
-    assert outcomes["entry"].to_list() == [1, 3]  # the deleted entry is gone, the added one is there
+    assert outcomes["entry"].to_list() == [1, 1001]  # the deleted entry is gone, the added one is there
     row = outcomes.row(1, named=True)
     assert (row["outcome"], row["mean_intervention"], row["n_intervention"]) == ("Fecal losses", 3.59, 30)
     assert row["mean_intervention__provenance"] == "reviewer_added" and row["mean_intervention__tier"] is None
+
+
+def test_a_decision_on_an_entry_never_lands_on_another_outcome_after_renumbering(llm_server, run):
+    from atlas_pipeline.review.decisions import decide
+
+    n_30 = {"n_intervention": {"value": 30, "quote": "White Grape | Juice n = 30"}}
+    llm_server.script({"content": _answer(outcomes=[{**DURATION, **n_30}, {**FECAL, **n_30}])})
+    _, record = run()
+    template = run.atlas.load_template()
+    name = "outcomes[1].n_intervention"
+    decide(
+        run.atlas.store(),
+        record,
+        name,
+        "approve",
+        reviewer="ana",
+        shown=(record.sha256, record.extraction_version),
+        template_field=template.field_definition(name),
+        identity=template.identity_for(name),
+    )
+    decisions = load_decisions(run.atlas.store(), KEY)
+    assert decisions[0].made_on.entry["outcome"] == "Duration of diarrhea"
+    assert review_document(record, decisions, frozenset()).fields[name].provenance == "reviewer_approved"
+    # a re-extraction gives the same two outcomes in the other order: entry 1 is now the fecal losses, with the
+    # same value 30 — the approval was about the duration, so it does not carry over
+    swapped = {}
+    for field, value in record.fields.items():
+        if field.startswith("outcomes[1]."):
+            swapped[field.replace("[1]", "[2]")] = value
+        elif field.startswith("outcomes[2]."):
+            swapped[field.replace("[2]", "[1]")] = value
+        else:
+            swapped[field] = value
+    renumbered = record.model_copy(update={"fields": swapped})
+    final = review_document(renumbered, decisions, frozenset()).fields[name]
+    assert (final.provenance, final.model_value, final.previous_model_value) == ("recheck", 30, 30)
+
+
+def _record(key: str, entries: list[dict]) -> ExtractionRecord:
+    fields = {}
+    for number, entry in enumerate(entries, 1):
+        for name, (value, tier) in entry.items():
+            fields[f"outcomes[{number}].{name}"] = {"value": value, "tier": tier, "module": "outcomes"}
+    return ExtractionRecord(
+        key=key, sha256="0" * 64, status="done", reason="", mode="llm", rule="default", template_code="rct_base",
+        template_version="1.2.0", template_hash="x", extracted_at="-", fields=fields,
+    )  # fmt: skip
+
+
+def test_evaluation_matches_time_points_by_their_numbers_counts_exactly_and_penalises_extra_outcomes():
+    from atlas_pipeline.extraction.templates import load_template
+    from atlas_pipeline.outputs.evaluation import GoldError, GoldValue
+
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+
+    def gold(time_point: str, field: str, value: object) -> GoldValue:
+        entry = {"outcome": "Pain score", "time_point": time_point}
+        return GoldValue(document="a.pdf", group="outcomes", entry=entry, field=field, value=value)
+
+    values = [
+        gold("6 months", "mean_intervention", 3.1),
+        gold("12 months", "mean_intervention", 2.4),
+        gold("12 Months", "mean_intervention", 2.4),  # the same entry spelled otherwise: counted once
+        gold("6 months", "n_intervention", 200),
+        gold("6 months", "sd_intervention", None),  # the report gives no SD
+    ]
+    pain = ("pain score", "verified")
+    extracted = _record(  # in the other order; a count one off; an SD the gold says is absent; an outcome not in gold
+        "a.pdf",
+        [
+            {"outcome": pain, "time_point": ("12 months", "verified"), "mean_intervention": (2.4, "verified")},
+            {
+                "outcome": pain,
+                "time_point": ("6 months", "verified"),
+                "mean_intervention": (3.1, "verified"),
+                "n_intervention": (201, "verified"),
+                "sd_intervention": (1.2, "approximate"),
+            },
+            {"outcome": ("Nausea", "verified"), "mean_intervention": (0.5, "unverified")},
+        ],
+    )
+    result = evaluate(values, {"a.pdf": extracted}, template, tolerance=0.01)
+    scores = {row["field"]: row for row in result.rows()}
+    mean = scores["outcomes.mean_intervention"]
+    assert (mean["gold"], mean["extracted"], mean["correct"]) == (2, 3, 2)  # the extra outcome's value is wrong
+    assert mean["accuracy_unverified"] == 0.0 and mean["verified_precision"] == 1.0
+    assert scores["outcomes.n_intervention"]["correct"] == 0  # 201 is not 200, whatever the tolerance
+    assert (scores["outcomes.sd_intervention"]["gold"], scores["outcomes.sd_intervention"]["extracted"]) == (0, 1)
+    assert result.unmatched_entries == 0 and result.extra_entries == 1
+    row = "| outcomes.mean_intervention | 2 | 3 | 2 | 66.7% | 100.0% | 100.0% | unverified 0% (1), verified 100% (2) |"
+    assert row in result.markdown()
+    with pytest.raises(GoldError, match=r"the template has no outcomes\.mean_arm"):
+        evaluate([gold("6 months", "mean_arm", 1)], {}, template)
+    nameless = GoldValue(document="a.pdf", group="outcomes", entry={}, field="mean_intervention", value=1)
+    with pytest.raises(GoldError, match="needs its outcome"):
+        evaluate([nameless], {}, template)
+
+
+def test_a_decision_on_an_entry_the_model_no_longer_gives_asks_for_a_recheck(llm_server, run):
+    from atlas_pipeline.review.decisions import decide
+
+    llm_server.script({"content": _answer(outcomes=[DURATION, FECAL])})
+    _, record = run()
+    name = "outcomes[2].mean_comparator"
+    decide(run.atlas.store(), record, name, "approve", reviewer="ana", shown=(record.sha256, record.extraction_version))
+    fewer = {field: value for field, value in record.fields.items() if not field.startswith("outcomes[2].")}
+    final = review_document(
+        record.model_copy(update={"fields": fewer}), load_decisions(run.atlas.store(), KEY), frozenset()
+    )
+    assert (final.fields[name].provenance, final.fields[name].previous_model_value) == ("recheck", 2.19)
+    assert not final.approved  # never approved on a value that is gone

@@ -125,9 +125,17 @@ def _merge(name: str, candidates: list[tuple[int, FieldResult]]) -> FieldResult:
 _NOT_WORD = re.compile(r"[\W_]+")
 
 
+def _identity_part(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}"  # 12 and 12.0 are one time point
+    return _NOT_WORD.sub(" ", str(value)).strip().casefold()
+
+
 def _identity(entry: dict[str, FieldResult], fields: list[str]) -> tuple[str, ...] | None:
     """An entry's identity, or None when none of its identity fields has a value (it can match no other entry)."""
-    key = tuple(_NOT_WORD.sub(" ", str(entry[name].value or "")).strip().casefold() for name in fields)
+    key = tuple(_identity_part(entry[name].value) for name in fields)
     return key if any(key) else None
 
 
@@ -137,26 +145,34 @@ def _grade_entries(
     """Every entry the model gave for a group (at most ``max_entries``), graded field by field; and how many more
     it gave (left out, said in the reason)."""
     entries = []
-    for number, entry in enumerate((given or [])[: group.max_entries], 1):
-        entry = entry or {}
+    objects = [entry for entry in (given or []) if isinstance(entry, dict)]  # anything else is not an entry
+    for number, entry in enumerate(objects[: group.max_entries], 1):
         graded = {}
         for item in group.fields:
             answer = (entry.get(item.name) or {}) if item.name in entry else None
             name = entry_field_name(group.name, number, item.name)
             graded[item.name] = grade_field(name, item.type, group.name, answer, scope, item.synonyms)
         entries.append(graded)
-    return entries, max(0, len(given or []) - group.max_entries)
+    return entries, max(0, len(objects) - group.max_entries)
 
 
 def _merge_entries(
     group: TemplateModule, per_chunk: list[tuple[int, list[dict[str, FieldResult]]]]
 ) -> dict[str, FieldResult]:
-    """The group's entries over all chunks: entries with the same identity are one (fields merged like single
-    fields); the rest are kept in the order they were first given."""
+    """The group's entries over all chunks: entries of different chunks with the same identity are one (fields
+    merged like single fields); two entries with the same identity in one answer (an ITT and a per-protocol
+    analysis, say) stay two — the n-th of a chunk merges with the n-th of another; the rest are kept in the order
+    they were first given."""
     merged: dict[object, list[tuple[int, dict[str, FieldResult]]]] = {}
     for chunk, entries in per_chunk:
+        seen: dict[tuple[str, ...], int] = {}
         for position, entry in enumerate(entries):
-            key = _identity(entry, group.identity) or ("unidentified", chunk, position)
+            identity = _identity(entry, group.identity)
+            if identity is None:
+                key: object = ("unidentified", chunk, position)
+            else:
+                seen[identity] = seen.get(identity, 0) + 1
+                key = (identity, seen[identity])
             merged.setdefault(key, []).append((chunk, entry))
     fields: dict[str, FieldResult] = {}
     for number, found in enumerate(merged.values(), 1):

@@ -118,12 +118,16 @@ def _shape(schema: dict) -> dict:
         defs[name] = plain
         return {"$ref": f"#/$defs/{name}"}
 
-    def walk(node: object) -> object:
+    def walk(node: object, names: bool = False) -> object:  # names: a ``properties`` mapping (keys are field names)
         if isinstance(node, dict):
             properties = node.get("properties")
-            if isinstance(properties, dict) and set(properties) == {"value", "quote"}:
+            if not names and isinstance(properties, dict) and set(properties) == {"value", "quote"}:
                 return field_ref(node)
-            return {key: walk(value) for key, value in node.items() if key != "description"}
+            return {
+                key: walk(value, names=not names and key == "properties")
+                for key, value in node.items()
+                if names or key != "description"
+            }
         if isinstance(node, list):
             return [walk(value) for value in node]
         return node

@@ -80,7 +80,8 @@ def answer_model(template: Template) -> type[BaseModel]:
         entry = create_model(
             f"{group.name}_entry", __base__=_Lenient, **{f.name: (_item_model(f) | None, None) for f in group.fields}
         )
-        fields[group.name] = (list[entry] | None, None)
+        # an item that is not an object is dropped when the entries are graded, not a reason to refuse the answer
+        fields[group.name] = (list[entry | Any] | None, None)
     return create_model(f"{template.code}_answer", __base__=_Lenient, **fields)
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from atlas_pipeline.grading.consistency import ConsistencyCheck, check_fields_exist
 
+RESERVED_SHEETS = frozenset({"documents", "extractions", "fields", "approved", "review_quality", "task_completion"})
 FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]
 
 
@@ -55,6 +56,11 @@ class TemplateModule(BaseModel):
             raise ValueError(f"module {self.name!r}: identity field(s) {', '.join(unknown)} not among its fields")
         if self.repeating and not self.identity:
             raise ValueError(f"repeating module {self.name!r} needs an identity (the fields that tell entries apart)")
+        if self.repeating and (self.name in RESERVED_SHEETS or len(self.name) > 31):
+            raise ValueError(
+                f"repeating module {self.name!r}: its export sheet needs a name of at most 31 characters other than "
+                f"{', '.join(sorted(RESERVED_SHEETS))}"
+            )
         return self
 
 
@@ -87,6 +93,11 @@ class Template(BaseModel):
     def groups(self) -> list[TemplateModule]:
         """The repeating modules."""
         return [module for module in self.modules if module.repeating]
+
+    def identity_for(self, name: str) -> list[str]:
+        """The identity fields of the group an entry field (``outcomes[2].x``) belongs to; [] for a single field."""
+        group = entry_field_parts(name)[0]
+        return next((list(module.identity) for module in self.groups if module.name == group), [])
 
     def field_definition(self, name: str) -> TemplateField | None:
         """A field by its name, or by its name in an entry of a group (``outcomes[2].mean_intervention``)."""
@@ -131,7 +142,8 @@ def assemble_template(template: Template, custom_fields: list[CustomField]) -> T
     """The template a project extracts with: the base modules plus a ``custom`` module of its own fields."""
     if not custom_fields:
         return template
-    taken = {field.name for module in template.modules for field in module.fields} | {"custom"}
+    taken = {field.name for module in template.modules for field in module.fields}
+    taken |= {module.name for module in template.modules} | {"custom"}
     clashes = sorted(field.name for field in custom_fields if field.name in taken)
     if clashes:
         raise TemplateError(f"custom fields clash with template fields: {', '.join(clashes)}")

@@ -117,6 +117,7 @@ class Evaluation:
     documents: int
     scores: dict[str, FieldScore]
     unmatched_entries: int = 0  # gold entries with no extracted entry of that name
+    extra_entries: int = 0  # extracted entries that match no gold entry (their values count as wrong)
     missing_documents: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -128,23 +129,23 @@ class Evaluation:
             "",
             f"{self.documents} document(s); numbers equal within a relative tolerance of {self.tolerance:g}, text and "
             "categories after normalising case, spacing and punctuation; outcome entries matched by name "
-            f"(token-set similarity ≥ {NAME_MATCH:g}). {self.unmatched_entries} gold entr(y/ies) had no extracted "
-            "match (their values count as not found)."
+            f"(token-set similarity ≥ {NAME_MATCH:g}, numbers in names equal). {self.unmatched_entries} gold "
+            f"entr(y/ies) had no extracted match (their values count as not found); {self.extra_entries} extracted "
+            "entr(y/ies) matched no gold entry (their values count as wrong). Counts must be exact."
             + (f" Not extracted at all: {', '.join(self.missing_documents)}." if self.missing_documents else ""),
             "",
             "Accuracy = correct / extracted; recall = correct / gold; verified precision = correct / extracted with "
             "tier `verified`.",
             "",
-            "| field | gold | extracted | correct | accuracy | recall | verified precision |",
-            "|---|---|---|---|---|---|---|",
+            "| field | gold | extracted | correct | accuracy | recall | verified precision | accuracy by tier |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for row in self.rows():
             shown = [_percent(row[k]) for k in ("accuracy", "recall", "verified_precision")]
-            lines.append(
-                f"| {row['field']} | {row['gold']} | {row['extracted']} | {row['correct']} | "
-                + " | ".join(shown)
-                + " |"
-            )
+            tiers = self.scores[row["field"]].by_tier
+            by_tier = ", ".join(f"{tier} {ok / n:.0%} ({n})" for tier, (n, ok) in sorted(tiers.items()) if n) or "—"
+            counts = f"| {row['field']} | {row['gold']} | {row['extracted']} | {row['correct']} | "
+            lines.append(counts + " | ".join(shown) + f" | {by_tier} |")
         return "\n".join(lines) + "\n"
 
 
@@ -161,19 +162,44 @@ def _entries(record: ExtractionRecord, group: str) -> dict[int, dict[str, dict]]
     return entries
 
 
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _similar(gold: Any, extracted: Any) -> float:
+    """How alike two identity values are (0–100): fuzzy on words, but their numbers must agree ("6 months" is not
+    "12 months"), and an exact match ranks above a fuzzy one."""
+    a, b = _norm(gold), _norm(extracted)
+    if a == b:
+        return 101.0
+    if sorted(_DIGITS.findall(a)) != sorted(_DIGITS.findall(b)):
+        return 0.0
+    return fuzz.token_set_ratio(a, b)
+
+
 def _identity_score(gold: dict[str, Any], entry: dict[str, dict], identity: list[str]) -> float:
+    """Whether an extracted entry is the gold entry: the first identity field (the outcome name) must match
+    (≥ ``NAME_MATCH``), every other identity field given on both sides too; the pair's score adds them all."""
     if not identity:
         return 0.0
-    name = identity[0]
-    extracted = (entry.get(name) or {}).get("value")
-    if gold.get(name) is None or extracted is None:
-        return 0.0
-    score = fuzz.token_set_ratio(_norm(gold[name]), _norm(extracted))
-    for other in identity[1:]:
-        given, found = gold.get(other), (entry.get(other) or {}).get("value")
-        if given is not None and found is not None and fuzz.token_set_ratio(_norm(given), _norm(found)) < NAME_MATCH:
+    total = 0.0
+    for position, name in enumerate(identity):
+        given, found = gold.get(name), (entry.get(name) or {}).get("value")
+        if given is None or found is None:
+            if position == 0:
+                return 0.0
+            continue
+        score = _similar(given, found)
+        if score < NAME_MATCH:
             return 0.0
-    return score
+        total += score
+    return total
+
+
+def _entry_key(value: GoldValue, identity: list[str]) -> str:
+    """One gold entry however its lines spell it: its identity values, normalised."""
+    return json.dumps(
+        [_norm(value.entry.get(name)) if value.entry.get(name) is not None else None for name in identity]
+    )
 
 
 def evaluate(
@@ -182,24 +208,39 @@ def evaluate(
     template: Template,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> Evaluation:
-    """Scores per field of the extracted ``records`` (document key → its extraction) against ``gold``."""
-    identity = {group.name: group.identity for group in template.groups}
+    """Scores per field of the extracted ``records`` (document key → its extraction) against ``gold``; a gold line
+    naming a field or group the template does not have, or an entry without its first identity field, is a
+    ``GoldError``. The gold is taken as complete for its documents: values of extracted entries that match no gold
+    entry, and values where the gold says null, count as extracted and wrong."""
+    groups = {group.name: group for group in template.groups}
     scores: dict[str, FieldScore] = {}
-    # gold entries: (document, group, identity json) → their values
-    gold_entries: dict[tuple[str, str, str], list[GoldValue]] = defaultdict(list)
-    singles = []
-    for value in gold:
+    gold_entries: dict[tuple[str, str, str], dict[str, GoldValue]] = defaultdict(dict)
+    singles: dict[tuple[str, str], GoldValue] = {}
+    for value in gold:  # the same line twice counts once
         if value.group:
-            gold_entries[(value.document, value.group, json.dumps(value.entry, sort_keys=True))].append(value)
+            group = groups.get(value.group)
+            if group is None or group.field_definition(value.field) is None:
+                raise GoldError(f"gold for {value.document}: the template has no {value.group}.{value.field}")
+            if value.entry.get(group.identity[0]) is None:
+                raise GoldError(f"gold for {value.document}: a {value.group} entry needs its {group.identity[0]}")
+            key = (value.document, value.group, _entry_key(value, group.identity))
+            gold_entries[key].setdefault(value.field, value)
+            gold_entries[key].setdefault("__entry__", value)
         else:
-            singles.append(value)
+            if template.field_definition(value.field) is None:
+                raise GoldError(f"gold for {value.document}: the template has no field {value.field}")
+            singles.setdefault((value.document, value.field), value)
     matched: dict[tuple[str, str, str], dict[str, dict] | None] = {}
-    for (document, group), keys in _by_document_group(gold_entries).items():
+    unmatched_extracted: list[tuple[str, dict[str, dict]]] = []
+    documents_groups = {(key[0], key[1]) for key in gold_entries}  # where the team gave this group's gold
+    for document, group in sorted(documents_groups):
+        keys = [key for key in gold_entries if key[:2] == (document, group)]
         record = records.get(document)
         entries = _entries(record, group) if record else {}
+        identity = groups[group].identity
         pairs = sorted(
             (
-                (_identity_score(json.loads(key[2]), entry, identity.get(group, [])), key, number)
+                (_identity_score(gold_entries[key]["__entry__"].entry, entry, identity), key, number)
                 for key in keys
                 for number, entry in entries.items()
             ),
@@ -214,44 +255,46 @@ def evaluate(
             taken_entry.add(number)
         for key in keys:
             matched.setdefault(key, None)
+        unmatched_extracted += [(group, entry) for number, entry in entries.items() if number not in taken_entry]
 
-    def tally(name: str, extracted: dict | None, expected: Any) -> None:
-        if expected is None:
-            return
+    def tally(name: str, field_type: str, extracted: dict | None, expected: Any) -> None:
         score = scores.setdefault(name, FieldScore(name))
-        score.gold += 1
+        score.gold += expected is not None
         value = (extracted or {}).get("value")
         if value is None:
             return
         score.extracted += 1
-        ok = same(value, expected, tolerance)
+        exact = field_type == "integer"  # a count is right or wrong: no tolerance
+        ok = expected is not None and same(value, expected, 0.0 if exact else tolerance)
         score.correct += ok
-        counts = score.by_tier[str(extracted.get("tier") if extracted else "unknown")]
+        counts = score.by_tier[str((extracted or {}).get("tier") or "unknown")]
         counts[0] += 1
         counts[1] += ok
 
-    for value in singles:
-        record = records.get(value.document)
-        tally(value.field, record.fields.get(value.field) if record else None, value.value)
+    for (document, name), value in singles.items():
+        record = records.get(document)
+        kind = getattr(template.field_definition(name), "type", "")
+        tally(name, kind, record.fields.get(name) if record else None, value.value)
     for key, values in gold_entries.items():
-        entry = matched.get(key)
-        for value in values:
-            tally(f"{value.group}.{value.field}", (entry or {}).get(value.field), value.value)
+        entry, group = matched.get(key), groups[key[1]]
+        for name, value in values.items():
+            if name != "__entry__":
+                kind = getattr(group.field_definition(name), "type", "")
+                tally(f"{group.name}.{name}", kind, (entry or {}).get(name), value.value)
+    for group_name, entry in unmatched_extracted:  # an outcome the gold does not have: every value of it is wrong
+        group = groups[group_name]
+        for item in group.fields:
+            if item.name not in group.identity and f"{group_name}.{item.name}" in scores:
+                tally(f"{group_name}.{item.name}", item.type, entry.get(item.name), None)
     documents = sorted({value.document for value in gold})
     return Evaluation(
         tolerance=tolerance,
         documents=len(documents),
         scores=scores,
         unmatched_entries=sum(1 for entry in matched.values() if entry is None),
+        extra_entries=len(unmatched_extracted),
         missing_documents=[document for document in documents if records.get(document) is None],
     )
-
-
-def _by_document_group(entries: dict[tuple[str, str, str], list[GoldValue]]) -> dict[tuple[str, str], list]:
-    grouped: dict[tuple[str, str], list] = defaultdict(list)
-    for key in entries:
-        grouped[(key[0], key[1])].append(key)
-    return grouped
 
 
 def evaluate_gold(atlas: Any, gold_location: str, tolerance: float) -> Evaluation:

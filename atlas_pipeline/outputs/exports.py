@@ -294,7 +294,7 @@ def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFr
             row[bare] = _typed(value, field)
             row[f"{bare}__provenance"] = final.provenance if final else "awaiting_review"
             row[f"{bare}__tier"] = extracted.get("tier")
-            row[f"{bare}__quote"] = extracted.get("quote")
+            row[f"{bare}__quote"] = (final.corrected_quote if final else None) or extracted.get("quote")
             row[f"{bare}__page"] = extracted.get("page")
     kept = [row for row in rows.values() if not _deleted(row, group)]  # an entry a person rejected as a whole
     return pl.DataFrame(kept, schema=schema, orient="row")

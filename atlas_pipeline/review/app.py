@@ -49,6 +49,7 @@ TEMPLATES.env.filters["value"] = value_text
 REVIEWER_COOKIE = "atlas_reviewer"
 NEEDS_PERSON = ("awaiting_review", "recheck")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+ADDED_FROM = 1001  # above any group's max_entries (≤ 500)
 
 
 class ReviewPage:
@@ -277,6 +278,7 @@ async def decision(request: Request) -> Response:
             shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
             shown_value=str(form["model_value"]) if "model_value" in form else None,
             template_field=template.field_definition(field),
+            identity=template.identity_for(field),
             value=form.get("value"),
             quote=str(form.get("quote") or ""),
             note=str(form.get("note") or ""),
@@ -330,7 +332,8 @@ async def add_entry(request: Request) -> Response:
             coerce_value(value, field)  # every value checked before any is written
         taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
         taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
-        number = max((n for n in taken if n is not None), default=0) + 1
+        # a person's entries are numbered from ADDED_FROM: a model's entry never takes their number later
+        number = max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
         for field, value in given:
             decide(
                 page.store,
@@ -380,6 +383,7 @@ async def reject_entry(request: Request) -> Response:
                 reviewer=reviewer,
                 shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
                 template_field=template.field_definition(name),
+                identity=template.identity_for(name),
                 note=str(form.get("note") or "") or "the whole entry rejected",
             )
     except DecisionRefused as refused:

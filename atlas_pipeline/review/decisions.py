@@ -16,12 +16,13 @@ import json
 import logging
 import math
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from atlas_pipeline.extraction.templates import TemplateField, entry_field_parts
+from atlas_pipeline.extraction.templates import TemplateField, entry_field_name, entry_field_parts
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
@@ -43,6 +44,7 @@ class MadeOn(BaseModel):
     extraction_version: str
     model_value: Any = None
     tier: str = ""
+    entry: dict[str, Any] = Field(default_factory=dict)  # a group entry's identity values (the outcome it was about)
 
 
 class Decision(BaseModel):
@@ -183,6 +185,7 @@ def decide(
     note: str = "",
     source: str = "page",
     decision_id: str = "",
+    identity: Sequence[str] = (),
 ) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
@@ -245,11 +248,22 @@ def decide(
             extraction_version=record.extraction_version,
             model_value=extracted.get("value"),
             tier=str(extracted.get("tier") or ""),
+            entry=entry_identity(record.fields, field, identity),
         ),
         source=source,
     )
     store.write_json(f"{decisions_dir(record.key)}/{decision_file(decision)}", decision.model_dump(mode="json"))
     return decision
+
+
+def entry_identity(fields: dict[str, Any], name: str, identity: Sequence[str]) -> dict[str, Any]:
+    """The identity values (``identity``: the group's identity fields) of the entry a field belongs to, as
+    extracted; empty for a single-valued field or an entry the model did not give."""
+    group, entry, _ = entry_field_parts(name)
+    if entry is None:
+        return {}
+    values = {key: (fields.get(entry_field_name(group, entry, key)) or {}).get("value") for key in identity}
+    return values if any(value is not None for value in values.values()) else {}
 
 
 def decision_file(decision: Decision) -> str:

@@ -28,6 +28,7 @@ from atlas_pipeline.review.decisions import (
     Decision,
     decision_file,
     decision_marks,
+    entry_identity,
     load_decisions,
     log_mark,
     same_value,
@@ -123,9 +124,14 @@ def _needs_person(extracted: dict[str, Any], accepted_tiers: frozenset[str]) -> 
 
 
 def review_field(
-    name: str, extracted: dict[str, Any], decisions: list[Decision], accepted_tiers: frozenset[str]
+    name: str,
+    extracted: dict[str, Any],
+    decisions: list[Decision],
+    accepted_tiers: frozenset[str],
+    fields: dict[str, Any] | None = None,
 ) -> FinalField:
-    """One field's final value from the model's answer and the decisions on it (oldest first)."""
+    """One field's final value from the model's answer and the decisions on it (oldest first). ``fields``: all the
+    extracted fields, to tell whether an entry of a group is still the one a decision was made on."""
     model_value = extracted.get("value")
     base = FinalField(
         field=name,
@@ -139,7 +145,7 @@ def review_field(
     )
     # the newest decision counts only if it was made on the value the model gives now; a later decision on another
     # value (the model changed in between) means a person must look again
-    current = [d for d in decisions if same_value(d.made_on.model_value, model_value)]
+    current = [d for d in decisions if same_value(d.made_on.model_value, model_value) and _same_entry(d, fields or {})]
     if current and decisions[-1] is not current[-1]:
         current = []
     latest_by_reviewer: dict[str, Decision] = {}
@@ -169,6 +175,15 @@ def review_field(
     return base
 
 
+def _same_entry(decision: Decision, fields: dict[str, Any]) -> bool:
+    """Whether the entry a decision's field belongs to is still the one it was made on (a re-extraction may give the
+    outcomes in another order: entry 2 is then another outcome, and a decision on its old occupant must not apply)."""
+    if not decision.made_on.entry:
+        return True
+    now = entry_identity(fields, decision.field, list(decision.made_on.entry))
+    return all(same_value(now.get(key), value) for key, value in decision.made_on.entry.items())
+
+
 def review_document(
     record: ExtractionRecord | None, decisions: list[Decision], accepted_tiers: frozenset[str]
 ) -> DocumentReview | None:
@@ -181,12 +196,27 @@ def review_document(
     for decision in decisions:
         by_field.setdefault(decision.field, []).append(decision)
     fields = {
-        name: review_field(name, field, by_field.get(name, []), accepted_tiers) for name, field in extracted.items()
+        name: review_field(name, field, by_field.get(name, []), accepted_tiers, extracted)
+        for name, field in extracted.items()
     }
     for name, added in by_field.items():  # entries of a group the model missed, added by a person
         if name in extracted:
             continue
         latest = added[-1]
+        if latest.made_on.tier:  # decided on a value the model gave then and no longer gives at all
+            fields[name] = FinalField(
+                field=name,
+                module=entry_field_parts(name)[0],
+                provenance="recheck",
+                previous_model_value=latest.made_on.model_value,
+                reviewer=latest.reviewer,
+                decided_at=latest.decided_at,
+                decision=latest.action,
+                decision_id=latest.id,
+                note="the model no longer gives this entry: reject it, or add the value again",
+                decisions=len(added),
+            )
+            continue
         fields[name] = FinalField(
             field=name,
             module=entry_field_parts(name)[0],

@@ -115,6 +115,7 @@ def import_workbook(
                 shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
                 shown_value=_text(row.get("model_value")) if "model_value" in row else None,
                 template_field=template.field_definition(outcome.field),
+                identity=template.identity_for(outcome.field),
                 value=row.get("corrected_value"),
                 note=_text(row.get("review_note")),
                 source=f"workbook:{name}",
