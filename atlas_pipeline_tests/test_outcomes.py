@@ -437,3 +437,29 @@ def test_a_decision_on_an_entry_the_model_no_longer_gives_asks_for_a_recheck(llm
     )
     assert (final.fields[name].provenance, final.fields[name].previous_model_value) == ("recheck", 2.19)
     assert not final.approved  # never approved on a value that is gone
+
+
+def test_items_that_are_not_entries_are_dropped_and_two_analyses_of_one_outcome_stay_two(llm_server, run):
+    per_protocol = {**DURATION, "mean_intervention": {"value": 49.4, "quote": "49.4 ± 32.6"}}
+    llm_server.script({"content": _answer(outcomes=[DURATION, None, "Mortality", per_protocol])})
+    result, record = run()
+    assert result.success and record.status != "failed"
+    entries = sorted({name.split("].")[0] for name in record.fields if name.startswith("outcomes[")})
+    assert entries == ["outcomes[1", "outcomes[2"]
+    assert (
+        record.fields["outcomes[1].mean_intervention"]["value"],
+        record.fields["outcomes[2].mean_intervention"]["value"],
+    ) == (47.5, 49.4)
+
+
+def test_a_custom_field_cannot_take_a_groups_name_and_a_field_named_description_stays_in_the_prompt():
+    from atlas_pipeline.extraction.prompt import build_messages
+    from atlas_pipeline.extraction.templates import CustomField, TemplateError, assemble_template, load_template
+
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    with pytest.raises(TemplateError, match="clash"):
+        assemble_template(template, [CustomField(name="outcomes", instruction="all of them")])
+    custom = assemble_template(template, [CustomField(name="description", instruction="the trial in a sentence")])
+    prompt = build_messages(custom, "text", [], schema=json_schema(custom))[1]["content"]
+    shown = json.loads(prompt.split("Answer schema (JSON Schema):\n", 1)[1])
+    assert shown["properties"]["description"] == {"$ref": "#/$defs/string"} and "description" in shown["required"]
