@@ -193,6 +193,10 @@ def command_dev(args: argparse.Namespace) -> int:
     program = dagster_program()
     command = [program, "dev", "-w", str(project_file("workspace.yaml")), "-h", args.host, "-p", str(args.port)]
     environment = dev_environment(settings)
+    import dagster as dg
+
+    with dg.DagsterInstance.get():  # storage created once, before Dagster and the review page open it side by side
+        pass
     review = [sys.executable, "-m", "atlas_pipeline.cli", "review", "--port", str(settings.review_port)]
     subprocess.Popen(review, env=environment)  # same process group: Ctrl-C stops it with Dagster
     print(

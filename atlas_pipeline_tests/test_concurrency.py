@@ -47,7 +47,9 @@ def test_two_runs_of_one_document_take_turns_and_agree(tmp_path, knowledge_base)
             for entry in instance.all_logs(second.dagster_run.run_id)
             if "processing the same document" in (entry.user_message or "")
         ]
-        assert waited, "the younger run did not wait for the older one"
+        overlapped = second.start_time is not None and first.end_time is not None and second.start_time < first.end_time
+        # on a loaded machine the second run may only start once the first is over: then there is nothing to wait for
+        assert waited or not overlapped, "the younger run overlapped the older one without waiting for it"
         snapshot_done = [
             entry.timestamp
             for entry in instance.all_logs(second.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)

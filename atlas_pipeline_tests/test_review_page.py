@@ -97,6 +97,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         "ATLAS_REVIEW_PORT": str(review_port),
     }
     log = tmp_path / "daemon.log"
+    dg.DagsterInstance.from_config(str(home)).dispose()  # storage created before three processes open it at once
     with (
         scripted_openai_server(tmp_path, port=llm_port) as llm,
         dagster_daemon(env, tmp_path),
@@ -168,8 +169,17 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         assert completion["fields_by_provenance"]["reviewer_corrected"] == 1
         assert completion["fields_by_provenance"]["reviewer_approved"] == 1
         assert completion["documents_awaiting_review"] == 1  # the not-reported fields still wait for a person
-        review_runs = instance.get_runs(dg.RunsFilter(job_name="review_job"))
-        assert review_runs and all(run.status == dg.DagsterRunStatus.SUCCESS for run in review_runs)
+        finished = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+        review_runs = _wait(
+            "the review runs to finish",
+            lambda: (
+                (runs := instance.get_runs(dg.RunsFilter(job_name="review_job")))
+                and all(run.status in finished for run in runs)
+                and runs
+            ),
+            log,
+        )
+        assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in review_runs)
 
         # a document uploaded on the page lands in the knowledge base; its status changes on the list as it runs
         page.goto(site + "/")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from atlas_pipeline.ops.settings import PROJECT_ROOT
@@ -33,9 +34,9 @@ def prepare_dagster_home(instance_config: str = "") -> Path:
             if not source.is_file():
                 raise FileNotFoundError(f"ATLAS_INSTANCE_CONFIG={instance_config!r}: no such instance config file")
             shutil.copyfile(source, config)
-        probe = home / ".atlas-write-probe"
-        probe.write_text("ok")
-        probe.unlink()
+        handle, probe = tempfile.mkstemp(dir=home, prefix=".atlas-write-probe-")  # unique: two commands at once
+        os.close(handle)
+        os.unlink(probe)
     except FileNotFoundError:
         raise
     except OSError as error:
