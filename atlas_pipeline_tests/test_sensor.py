@@ -129,3 +129,19 @@ def test_documents_already_extracted_by_atlas_run_are_not_run_again(instance, kn
     path.write_text(path.read_text() + "<!-- corrected -->")
     os.utime(path, (time.time() + 5, time.time() + 5))
     assert [r.partition_key for r in harness.tick().run_requests] == ["plos_one_article.html"]
+
+
+def test_a_knowledge_base_that_disappears_is_a_skipped_tick_not_a_crash(
+    instance, knowledge_base, settings_for, atlas_for
+):
+    copy_into(knowledge_base, "html/plos_one_article.html")
+    harness = make_harness(instance, knowledge_base, settings_for, atlas_for)
+    assert len(harness.tick().run_requests) == 1
+    cursor = harness.cursor
+    shutil.rmtree(knowledge_base)  # an unmounted share, a deleted folder
+    result = harness.tick()
+    assert result.run_requests == [] and "knowledge base not found" in result.skip_reason.skip_message
+    assert harness.cursor == cursor and "plos_one_article.html" in load_catalog(harness.atlas.store()).entries
+    knowledge_base.mkdir()
+    copy_into(knowledge_base, "html/plos_one_article.html")  # back: nothing runs again
+    assert harness.tick().run_requests == []

@@ -12,6 +12,7 @@ from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.knowledge.listing import KnowledgeBaseError
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.store.files import Store
@@ -44,7 +45,11 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
     )
     def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         store = atlas.store()
-        scan = refresh_catalog(atlas.open_knowledge_base(), store, settings.sensor_scan_budget_seconds)
+        try:
+            scan = refresh_catalog(atlas.open_knowledge_base(), store, settings.sensor_scan_budget_seconds)
+        except KnowledgeBaseError as error:  # gone (an unmounted share, a deleted bucket): say so, keep every result
+            context.log.error(f"{error}; nothing is scanned until it is back (results so far are kept)")
+            return dg.SensorResult(skip_reason=f"{error}: nothing scanned, results kept", cursor=context.cursor)
         requested = decode_cursor(context.cursor)
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
         to_add = [key for key in scan.catalog.entries if key not in existing]
