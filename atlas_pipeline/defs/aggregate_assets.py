@@ -1,7 +1,5 @@
 """Aggregates over every known document: task completion and the exports. They keep themselves current."""
 
-import time
-
 import dagster as dg
 
 from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME
@@ -22,20 +20,6 @@ AGGREGATE_CONDITION = (
 ).with_label("refresh after documents land")
 
 
-def settled_states(context: dg.AssetExecutionContext, atlas: AtlasResource, rounds: int = 5) -> list:
-    """Where every document stands, read again while documents land meanwhile (an extraction or a review merged
-    during the read): the automation counts this run as handling them, so it must have seen them."""
-    watched = [dg.AssetKey(name) for name in ("document_extraction", "document_review")]
-    for _ in range(rounds):
-        started = time.time()
-        states = atlas.document_states(context.instance)
-        events = [context.instance.get_latest_materialization_event(key) for key in watched]
-        if all(event is None or event.timestamp <= started for event in events):
-            break
-        context.log.info("documents landed while the states were read: reading them again")
-    return states
-
-
 @dg.asset(
     group_name=GROUP,
     deps=["document_snapshot", "document_extraction", "document_review"],
@@ -47,7 +31,7 @@ def settled_states(context: dg.AssetExecutionContext, atlas: AtlasResource, roun
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     store = atlas.store()
-    states = settled_states(context, atlas)
+    states = atlas.document_states(context.instance)
     completion = summarise(states)
     store.write_json(COMPLETION_PATH, completion.model_dump(mode="json"))
     for line in completion.lines():
@@ -83,7 +67,7 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     "typed column per field), and what the decisions teach.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    states = settled_states(context, atlas)
+    states = atlas.document_states(context.instance)
     paths = write_exports(atlas.exports_store(), states, summarise(states), atlas.load_template())
     return dg.MaterializeResult(
         metadata={
