@@ -131,6 +131,17 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         page.wait_for_selector("text=approve recorded for p_value by Ana Reviewer")
         assert page.inner_text("#field-p_value [data-provenance]") == "reviewer_approved"
 
+        def approved_in_exports():
+            path = tmp_path / "exports" / "atlas_fields.parquet"
+            if not path.exists():
+                return None
+            rows = pl.read_parquet(path).filter((pl.col("document_key") == KEY) & (pl.col("field") == "p_value"))
+            return rows.height and rows["provenance"][0] == "reviewer_approved"
+
+        # one decision at a time through the sensors: a decision merged while the aggregates are being written waits
+        # for the next change (a known race, in the closing note)
+        _wait("the approval in the exports", approved_in_exports, log)
+
         page.click("#field-n_control a >> nth=0")
         page.fill("#correct-value", "29")
         page.fill("#correct-form input[name=note]", "one infant excluded after randomisation")
