@@ -15,6 +15,7 @@ from pathlib import Path
 from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.ops.redaction import install_log_redaction, redact
 from atlas_pipeline.ops.settings import SettingsError, SettingsWarning, describe_settings, load_settings
+from atlas_pipeline.sources.config import SourcesError
 
 
 def _states(instance, atlas):
@@ -161,10 +162,61 @@ def command_status(args: argparse.Namespace) -> int:
         reap_dead_runs(instance)
         states = _states(instance, AtlasResource.from_settings(settings))
     _print_summary(states)
+    _print_sources(settings)
     if args.documents:
         for state in states:
             removed = " [source removed]" if state.source_removed else ""
             print(f"{state.key:<50} {state.status.value:<11} {state.reason}{removed}")
+    return 0
+
+
+def _print_sources(settings) -> None:
+    """One line per declared source: its health, what it collected, what waits."""
+    from atlas_pipeline.defs.source_sensors import declared_sources
+    from atlas_pipeline.sources.state import load_state
+    from atlas_pipeline.store.files import Store
+
+    store = Store(settings.artifacts)
+    for source in declared_sources(settings):
+        state = load_state(store, source.name)
+        counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(state.counts().items())) or "nothing yet"
+        health = (
+            f"PAUSED ({state.paused_reason})"
+            if state.paused
+            else f"failing ({state.consecutive_failures} in a row: {state.last_error})"
+            if state.consecutive_failures
+            else "healthy"
+        )
+        print(f"source {source.name} [{source.kind} → {source.target}/]: {health}; items: {counts}")
+
+
+def command_sources(args: argparse.Namespace) -> int:
+    """List the declared sources and their health, collect now, or resume a paused source."""
+    from atlas_pipeline.defs.source_sensors import declared_sources, politeness
+    from atlas_pipeline.sources.collector import Collector
+    from atlas_pipeline.sources.state import resume
+    from atlas_pipeline.store.files import Store
+
+    settings = load_settings()
+    sources = {source.name: source for source in declared_sources(settings)}
+    if not sources:
+        print("no sources declared: set ATLAS_SOURCES to a TOML file (see seeds/sources.example.toml)")
+        return 0 if args.action == "list" else 2
+    names = args.names or list(sources)
+    unknown = [name for name in names if name not in sources]
+    if unknown:
+        print(f"atlas: unknown source(s) {', '.join(unknown)}; declared: {', '.join(sources)}", file=sys.stderr)
+        return 2
+    store = Store(settings.artifacts)
+    if args.action == "resume":
+        for name in names:
+            resume(store, name)
+            print(f"{name}: resumed")
+    elif args.action == "collect":
+        for name in names:
+            collector = Collector(sources[name], store, Store(settings.knowledge_base), politeness(settings))
+            print(collector.run().summary(), flush=True)
+    _print_sources(settings)
     return 0
 
 
@@ -438,6 +490,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-instance", help=command_check_instance.__doc__)
     check.add_argument("files", nargs="+", metavar="DAGSTER_YAML")
     check.set_defaults(handler=command_check_instance)
+    sources = commands.add_parser("sources", help=command_sources.__doc__)
+    sources.add_argument("action", nargs="?", choices=["list", "collect", "resume"], default="list")
+    sources.add_argument("names", nargs="*", metavar="NAME", help="sources (default: every declared source)")
+    sources.set_defaults(handler=command_sources)
     settings = commands.add_parser("settings", help=command_settings.__doc__)
     settings.set_defaults(handler=command_settings)
     return parser
@@ -457,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = show_settings_warnings
     try:
         return args.handler(args)
-    except (SettingsError, TemplateError, FileNotFoundError) as error:
+    except (SettingsError, TemplateError, SourcesError, FileNotFoundError) as error:
         print(f"atlas: {redact(str(error))}", file=sys.stderr)
         return 2
 

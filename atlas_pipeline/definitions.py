@@ -8,6 +8,7 @@ from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, documen
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.review_assets import document_review
 from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor, build_review_sensor
+from atlas_pipeline.defs.source_sensors import build_source_sensors
 from atlas_pipeline.ops.executors import build_executor
 from atlas_pipeline.ops.redaction import install_log_redaction
 from atlas_pipeline.ops.settings import AtlasSettings, load_settings
@@ -32,6 +33,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
             build_knowledge_base_sensor(settings, version),
             build_review_sensor(settings),
             build_automation_sensor(settings),
+            *build_source_sensors(settings),
         ],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},
         executor=build_executor(settings.executor, settings.executor_config),

@@ -274,3 +274,59 @@ def _workspace() -> Path:
     from atlas_pipeline.ops.instance import project_file
 
     return project_file("workspace.yaml")
+
+
+class FeedSite:
+    """The test's handle on a running ``feed_server``: publish items, change robots.txt, break paths, read the
+    request log."""
+
+    def __init__(self, folder: Path, url: str) -> None:
+        self.folder = folder
+        self.url = url
+        (folder / "docs").mkdir(exist_ok=True)
+
+    @property
+    def feed(self) -> str:
+        return f"{self.url}/feed.xml"
+
+    def publish(self, item_id: str, document: Path, after: float = 0.0, path: str = "", title: str = "") -> str:
+        """Put ``document`` on the site and an item for it in the feed (``after`` seconds after the server started);
+        returns its URL."""
+        import shutil
+
+        shutil.copyfile(document, self.folder / "docs" / document.name)
+        items = json.loads((self.folder / "items.json").read_text()) if (self.folder / "items.json").exists() else []
+        item = {"id": item_id, "title": title or item_id, "file": document.name, "after": after}
+        if path:
+            item["path"] = path
+        items.append(item)
+        (self.folder / "items.json").write_text(json.dumps(items))
+        return self.url + (path or f"/docs/{document.name}")
+
+    def control(self, **values) -> None:
+        (self.folder / "control.json").write_text(json.dumps(values))
+
+    def robots(self, text: str) -> None:
+        (self.folder / "robots.txt").write_text(text)
+
+    def requests(self) -> list[dict]:
+        log = self.folder / "requests.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@contextlib.contextmanager
+def feed_site(folder: Path) -> Iterator[FeedSite]:
+    """A local web site with an RSS feed (``atlas_pipeline_tests.feed_server``) as a child process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "atlas_pipeline_tests.feed_server", str(folder), str(port)],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "server.log", "w"),  # noqa: SIM115 - the child keeps it
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/ready", process)
+        yield FeedSite(folder, f"http://127.0.0.1:{port}")
+    finally:
+        stop(process)

@@ -27,6 +27,7 @@ from atlas_pipeline.ops.redaction import redact, secrets_masked_in_errors
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, load_markdown, parse_snapshot, take_snapshot
 from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import provenance_path
 from atlas_pipeline.store.records import ParseRecord, Problem, SnapshotRecord, read_record
 
 GROUP = "documents"
@@ -102,6 +103,11 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
             "pages": record.pages if record.pages is not None else -1,
             "snapshot": _artifact(store, record.snapshot_path),
         }
+        provenance = store.read_json_or(provenance_path(record.sha256), None) if record.sha256 else None
+        if provenance:  # brought by a collector (atlas_pipeline.sources)
+            metadata["collected_by"] = provenance["source"]
+            metadata["collected_from"] = dg.MetadataValue.url(provenance["url"])
+            metadata["collected_at"] = dg.MetadataValue.timestamp(provenance["fetched_at"])
         return metadata, record.sha256 or f"missing:{record.taken_at}"
 
     results = each_partition(context, snapshot)

@@ -62,6 +62,7 @@ def tesseract_languages() -> frozenset[str] | None:
 PdfEngine = Literal["layout", "legacy"]
 PostprocessMode = Literal["auto", "skip", "llm"]
 StructuredOutput = Literal["json_schema", "json_object_schema", "json_object"]
+SearchBackend = Literal["auto", "sqlite", "postgres"]
 ExecutorName = Literal["in_process", "multiprocess", "k8s", "celery"]
 
 
@@ -153,6 +154,32 @@ class AtlasSettings(BaseSettings):
     gold_tolerance: float = Field(
         0.005, ge=0, le=1, description="Relative tolerance within which a number counts as equal to the gold."
     )
+    sources: str = Field(
+        "",
+        description="TOML file declaring collectors (feeds, URL lists) that bring documents into the knowledge base "
+        "(empty: seeds/sources.toml when it exists; see seeds/sources.example.toml).",
+    )
+    sources_user_agent: str = Field(
+        "AtlasPipeline/0.1 (document collector for living systematic reviews; +https://github.com/atlas-pipeline)",
+        min_length=8,
+        description="User-Agent of every collector request (say who you are and how to reach you).",
+    )
+    sources_interval_seconds: int = Field(
+        60, ge=1, le=86_400, description="Seconds between two ticks of a source's sensor (its own pace decides more)."
+    )
+    sources_backlog_threshold: int = Field(
+        50,
+        ge=1,
+        le=1_000_000,
+        description="Runs waiting or in progress above which collection slows down (up to 8x; an empty backlog "
+        "reads feeds twice as often).",
+    )
+    search_backend: SearchBackend = Field(
+        "auto",
+        description="Search index: sqlite (a file, ATLAS_SEARCH_SQLITE), postgres (the instance's PostgreSQL "
+        "database), or auto (postgres when the Dagster instance is PostgreSQL, else sqlite).",
+    )
+    search_sqlite: str = Field("var/search.sqlite", description="The SQLite FTS5 search index file (local path).")
     executor: ExecutorName = Field(
         "in_process",
         description="Dagster executor of the jobs: in_process (one process per run), multiprocess, or a scale-out "
@@ -175,7 +202,7 @@ class AtlasSettings(BaseSettings):
             )
         return value
 
-    @field_validator("instance_config", "executor_config")
+    @field_validator("instance_config", "executor_config", "sources", "search_sqlite")
     @classmethod
     def _absolute_file(cls, value: str) -> str:
         """Config files are found from where the command started, also by the processes Dagster starts elsewhere."""

@@ -15,6 +15,12 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     reviews/decisions/<key>/<stamp>-<id>.json      the audit log: one file per decision, written once, never changed
     reviews/imports/<stamp>-<sha256>.json          what a reviewed workbook from the inbox did, row by row
     aggregates/task_completion.json                task completion figures (derived: rebuilt, never migrated over)
+    sources/<name>/state.json                      a collector's memory: feed validators, items seen, failures, pause
+    sources/domains.json                           when each domain was last asked, robots.txt texts (all sources)
+    sources/provenance/<ab>/<sha256>.json          where a collected document came from (source, URL, fetched at)
+    duplicates/fingerprints/<ab>/<sha256>.json     a text's identifiers and shingle sketch (derived, cached)
+    duplicates/groups.json                         documents recognised as one work: canonical, members, evidence
+    duplicates/splits.json                         groups a person split (kept: a decision, never derived)
 
 The export store (``ATLAS_EXPORTS``): ``atlas_documents.{xlsx,csv,parquet,jsonl}`` (one row per document),
 ``atlas_fields.{csv,parquet,jsonl}`` (one row per extracted field, final value and provenance beside the model's),
@@ -41,12 +47,20 @@ REVIEWS = "reviews"
 DECISIONS = f"{REVIEWS}/decisions"
 IMPORTS = f"{REVIEWS}/imports"
 
+SOURCES = "sources"
+SOURCE_DOMAINS_PATH = f"{SOURCES}/domains.json"
+DUPLICATES = "duplicates"
+FINGERPRINTS = f"{DUPLICATES}/fingerprints"
+DUPLICATE_GROUPS_PATH = f"{DUPLICATES}/groups.json"
+DUPLICATE_SPLITS_PATH = f"{DUPLICATES}/splits.json"
+
 EXPORT_STEM = "atlas_documents"
 FIELDS_STEM = "atlas_fields"
 APPROVED_STEM = "atlas_approved"
 OUTCOMES_STEM = "atlas_outcomes"
 EVALUATION_STEM = "atlas_evaluation"
 QUALITY_STEM = "atlas_review_quality"
+DUPLICATES_STEM = "atlas_duplicates"
 
 
 def snapshot_path(sha256: str) -> str:
@@ -97,10 +111,22 @@ def llm_cache_path(request_key: str) -> str:
     return f"{LLM_CACHE}/{request_key[:2]}/{request_key}.json"
 
 
+def source_state_path(name: str) -> str:
+    return f"{SOURCES}/{name}/state.json"
+
+
+def provenance_path(sha256: str) -> str:
+    return f"{SOURCES}/provenance/{sha256[:2]}/{sha256}.json"
+
+
+def fingerprint_path(sha256: str) -> str:
+    return f"{FINGERPRINTS}/{sha256[:2]}/{sha256}.json"
+
+
 def export_path(stem: str, fmt: str) -> str:
     return f"{stem}.{fmt}"
 
 
 def is_derived(relative: str) -> bool:
     """Aggregates are rebuilt from the records: a difference there is not a conflict between two stores."""
-    return relative.startswith(f"{AGGREGATES}/")
+    return relative.startswith((f"{AGGREGATES}/", f"{FINGERPRINTS}/", DUPLICATE_GROUPS_PATH))

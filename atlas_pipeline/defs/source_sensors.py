@@ -1,0 +1,66 @@
+"""One sensor per declared source (``source_<name>``): a collection pass per tick. It only writes files into the
+knowledge base; the knowledge-base sensor takes them from there, as any file a person drops in."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.ops.settings import AtlasSettings
+from atlas_pipeline.sources.collector import Collector, Politeness
+from atlas_pipeline.sources.config import Source, load_sources, sources_file
+from atlas_pipeline.store.files import Store
+
+BACKLOG_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def extraction_backlog(instance: dg.DagsterInstance) -> int:
+    """Runs waiting or in progress: what collection paces itself against."""
+    return instance.get_runs_count(dg.RunsFilter(statuses=BACKLOG_STATUSES))
+
+
+def politeness(settings: AtlasSettings) -> Politeness:
+    return Politeness(
+        user_agent=settings.sources_user_agent,
+        max_bytes=int(settings.max_document_mb * 1024 * 1024),
+        backlog_threshold=settings.sources_backlog_threshold,
+    )
+
+
+def declared_sources(settings: AtlasSettings) -> list[Source]:
+    path = sources_file(settings.sources, settings.seeds_dir)
+    return load_sources(path) if path else []
+
+
+def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDefinition:
+    where = source.feed or f"{len(source.urls)} URL(s)"
+
+    @dg.sensor(
+        name=f"source_{source.name.replace('-', '_')}",
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.sources_interval_seconds,
+        description=f"Collects {source.kind} {where} into {source.target}/ of the knowledge base (robots.txt, "
+        f"conditional GET, ≥ {source.min_domain_interval_seconds:g} s between requests to a domain; paused after 3 "
+        "failures in a row — `atlas sources resume` — and slowed while the extraction backlog is long).",
+    )
+    def source_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SkipReason:
+        collector = Collector(source, atlas.store(), Store(atlas.knowledge_base), politeness(settings))
+        report = collector.run(backlog=extraction_backlog(context.instance))
+        if report.paused:
+            context.log.error(report.summary())
+        elif report.failures:
+            context.log.warning(report.summary())
+        elif report.collected or report.queued:
+            context.log.info(report.summary())
+        return dg.SkipReason(report.summary())
+
+    return source_sensor
+
+
+def build_source_sensors(settings: AtlasSettings) -> list[dg.SensorDefinition]:
+    return [build_source_sensor(source, settings) for source in declared_sources(settings)]

@@ -1,0 +1,253 @@
+"""One collection pass of one source: read the feed when it is due (conditional GET), queue the new items, download
+what the pace allows, write each document into the knowledge base with its provenance, and keep the source's health.
+
+A failed request (timeout, HTTP error, oversize, unreadable feed) counts against the source; after
+``PAUSE_AFTER_FAILURES`` in a row the source is paused with the reason until a person resumes it
+(``atlas sources resume NAME``). A URL robots.txt disallows is recorded as such and never fetched — that is the site's
+wish, not a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from atlas_pipeline.parsing.errors import DocumentError
+from atlas_pipeline.parsing.media import HTML, IMAGE_TYPES, JATS, MARKDOWN, PDF, TEXT, detect_media_type
+from atlas_pipeline.sources.config import Source
+from atlas_pipeline.sources.http import DisallowedError, FetchError, PoliteClient, domain_of
+from atlas_pipeline.sources.pace import domain_interval, items_per_tick, pace_factor
+from atlas_pipeline.sources.state import (
+    PAUSE_AFTER_FAILURES,
+    Domains,
+    Item,
+    SourceState,
+    load_domains,
+    load_state,
+    save_domains,
+    save_state,
+)
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import provenance_path
+
+EXTENSIONS = {
+    PDF: ".pdf",
+    HTML: ".html",
+    JATS: ".xml",
+    MARKDOWN: ".md",
+    TEXT: ".txt",
+    **{image: "." + image.split("/")[1] for image in IMAGE_TYPES},
+}
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Politeness:
+    """What every request of a pass obeys (from the settings)."""
+
+    user_agent: str
+    max_bytes: int
+    backlog_threshold: int = 50
+
+
+@dataclass
+class PassReport:
+    """What one pass did, for the sensor's tick and ``atlas sources collect``."""
+
+    source: str
+    polled: str = ""  # "", "new items", "not modified", or the failure
+    queued: int = 0
+    collected: list[str] = field(default_factory=list)  # knowledge-base paths written
+    disallowed: int = 0
+    failures: list[str] = field(default_factory=list)
+    waiting: int = 0
+    paused: str = ""
+    pace: float = 1.0
+
+    def summary(self) -> str:
+        if self.paused:
+            return f"{self.source}: {self.paused} — resume with `atlas sources resume {self.source}`"
+        parts = [f"{self.source}:"]
+        if self.polled:
+            parts.append(f"feed {self.polled};")
+        parts.append(f"{len(self.collected)} collected, {self.waiting} waiting")
+        if self.queued:
+            parts.append(f", {self.queued} new")
+        if self.disallowed:
+            parts.append(f", {self.disallowed} disallowed by robots.txt")
+        if self.failures:
+            parts.append(f", {len(self.failures)} failed ({self.failures[-1]})")
+        if self.pace != 1.0:
+            parts.append(f"; pace ×{self.pace:g}")
+        return " ".join(parts).replace(" ,", ",")
+
+
+def feed_items(body: bytes) -> list[tuple[str, str, str]]:
+    """(id, document URL, title) of every entry of an RSS or Atom feed, in feed order. The document URL is a PDF
+    enclosure or link when the entry has one, else its link. ``FetchError`` when the body is not a feed."""
+    import feedparser  # only collectors need it
+
+    parsed = feedparser.parse(body)
+    if parsed.bozo and not parsed.entries:
+        raise FetchError(f"not a readable RSS/Atom feed ({type(parsed.bozo_exception).__name__})")
+    items = []
+    for entry in parsed.entries:
+        links = entry.get("links", [])
+        pdf = next((link.get("href") for link in links if "pdf" in (link.get("type") or "")), None)
+        url = pdf or entry.get("link") or next((link.get("href") for link in links), None)
+        if not url:
+            continue
+        items.append((str(entry.get("id") or url), str(url), str(entry.get("title") or "")))
+    return items
+
+
+def _file_name(url: str, title: str, media_type: str) -> str:
+    stem = posixpath.splitext(posixpath.basename(unquote(urlsplit(url).path)))[0]
+    if not stem or stem in ("index", "download", "pdf", "full", "fulltext"):
+        stem = title or urlsplit(url).netloc
+    stem = _SLUG.sub("-", stem).strip("-._")[:80] or "document"
+    return stem + EXTENSIONS.get(media_type, ".bin")
+
+
+def _write_document(kb: Store, source: Source, item: Item, body: bytes, media_type: str) -> tuple[str, bool]:
+    """Write into the target folder under a name from the URL; another file already there under that name keeps
+    it (the new one gets its hash in the name). Returns (path, written)."""
+    sha = hashlib.sha256(body).hexdigest()
+    name = _file_name(item.url, item.title, media_type)
+    path = f"{source.target}/{name}"
+    if kb.exists(path):
+        if hashlib.sha256(kb.read_bytes(path)).hexdigest() == sha:
+            return path, False
+        stem, extension = posixpath.splitext(name)
+        path = f"{source.target}/{stem}-{sha[:10]}{extension}"
+        if kb.exists(path):
+            return path, False
+    kb.write_bytes(path, body)
+    return path, True
+
+
+class Collector:
+    """Collection passes of one source against one knowledge base and artifact store."""
+
+    def __init__(self, source: Source, store: Store, knowledge_base: Store, politeness: Politeness) -> None:
+        self.source = source
+        self.store = store
+        self.kb = knowledge_base
+        self.politeness = politeness
+
+    def run(self, backlog: int = 0, now: float | None = None) -> PassReport:
+        """One pass. ``backlog``: documents waiting for extraction (runs queued or in progress)."""
+        now = time.time() if now is None else now
+        state = load_state(self.store, self.source.name)
+        report = PassReport(source=self.source.name)
+        if state.paused:
+            report.paused = state.paused_reason
+            report.waiting = len(state.queue())
+            return report
+        factor = pace_factor(backlog, self.politeness.backlog_threshold)
+        state.pace = report.pace = factor
+        domains = load_domains(self.store)
+        before = domains.model_copy(deep=True)
+        client = PoliteClient(
+            self.politeness.user_agent, self.source.timeout_seconds, self.politeness.max_bytes, domains.robots
+        )
+        try:
+            with client:
+                self._poll(client, state, domains, report, factor, now)
+                self._download(client, state, domains, report, factor)
+        finally:
+            save_state(self.store, self.source.name, state)
+            save_domains(self.store, domains, before)
+        report.waiting = len(state.queue())
+        report.paused = state.paused_reason if state.paused else ""
+        return report
+
+    def _free(self, domains: Domains, url: str, factor: float) -> bool:
+        interval = domain_interval(self.source.min_domain_interval_seconds, factor)
+        return time.time() - domains.last_request.get(domain_of(url), 0.0) >= interval
+
+    def _poll(
+        self, client: PoliteClient, state: SourceState, domains: Domains, report: PassReport, factor: float, now: float
+    ) -> None:
+        if not self.source.feed:  # a list of URLs: every URL not seen yet is queued
+            for url in self.source.urls:
+                if url not in state.items:
+                    state.items[url] = Item(url=url, found_at=now)
+                    report.queued += 1
+            return
+        due = now - state.last_polled >= self.source.poll_minutes * 60 * factor
+        if not due or not self._free(domains, self.source.feed, factor):
+            return
+        state.last_polled = now
+        domains.last_request[domain_of(self.source.feed)] = time.time()
+        try:
+            answer = client.get(self.source.feed, state.etag, state.last_modified)
+            if answer.not_modified:
+                report.polled = "not modified"
+            else:
+                for item_id, url, title in feed_items(answer.body):
+                    if item_id not in state.items:
+                        state.items[item_id] = Item(url=url, title=title, found_at=now)
+                        report.queued += 1
+                state.etag, state.last_modified = answer.etag, answer.last_modified
+                report.polled = f"{report.queued} new item(s)"
+            state.record_success(now)
+        except FetchError as error:
+            report.polled = f"failed: {error}"
+            report.failures.append(str(error))
+            state.record_failure(f"feed {error}")
+
+    def _download(
+        self, client: PoliteClient, state: SourceState, domains: Domains, report: PassReport, factor: float
+    ) -> None:
+        budget = items_per_tick(self.source.max_items_per_tick, factor)
+        for _, item in state.queue():
+            if budget <= 0 or state.paused:
+                return
+            if not self._free(domains, item.url, factor):
+                continue
+            budget -= 1
+            domains.last_request[domain_of(item.url)] = time.time()
+            item.attempts += 1
+            try:
+                answer = client.get(item.url)
+                media_type = detect_media_type(answer.body, urlsplit(answer.url).path)
+            except DisallowedError as error:
+                item.outcome, item.reason = "disallowed", str(error)
+                report.disallowed += 1
+                continue
+            except DocumentError as error:
+                item.outcome, item.reason = "not_a_document", str(error)
+                state.record_success(time.time())  # the site answered: not the source's health
+                continue
+            except FetchError as error:
+                report.failures.append(str(error))
+                state.record_failure(str(error))
+                if item.attempts >= PAUSE_AFTER_FAILURES:
+                    item.outcome, item.reason = "failed", f"{item.attempts} attempts; last: {error}"
+                continue
+            if media_type not in EXTENSIONS:
+                item.outcome, item.reason = "not_a_document", f"unsupported content ({media_type})"
+                continue
+            path, _ = _write_document(self.kb, self.source, item, answer.body, media_type)
+            sha = hashlib.sha256(answer.body).hexdigest()
+            collected_at = time.time()
+            self.store.write_json(
+                provenance_path(sha),
+                {
+                    "source": self.source.name,
+                    "url": item.url,
+                    "final_url": answer.url,
+                    "title": item.title,
+                    "fetched_at": collected_at,
+                    "path": path,
+                    "content_type": answer.content_type,
+                },
+            )
+            item.outcome, item.path, item.sha256, item.collected_at = "collected", path, sha, collected_at
+            state.record_success(collected_at)
+            report.collected.append(path)

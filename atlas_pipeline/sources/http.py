@@ -1,0 +1,131 @@
+"""Polite HTTP: a descriptive User-Agent, robots.txt honoured, conditional GET, a timeout and a size limit on every
+request. Nothing here decides *when* to ask — ``pace`` does; this module only asks well."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx2 as httpx
+from protego import Protego
+
+ROBOTS_TTL_SECONDS = 24 * 3600
+
+
+class FetchError(RuntimeError):
+    """A request that did not give a usable answer; the message says why (status, timeout, size, robots)."""
+
+
+class DisallowedError(FetchError):
+    """robots.txt of the site does not let this User-Agent fetch the URL: never retried as a failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """An answer: ``not_modified`` (304, no body) or the body with its validators and content type."""
+
+    url: str
+    status: int
+    body: bytes = b""
+    content_type: str = ""
+    etag: str = ""
+    last_modified: str = ""
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+
+def domain_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class PoliteClient:
+    """One client per collection pass. ``robots`` caches robots.txt texts by domain ((text, fetched at)); pass the
+    same dict again to keep it across passes."""
+
+    def __init__(
+        self,
+        user_agent: str,
+        timeout_seconds: float,
+        max_bytes: int,
+        robots: dict[str, tuple[str, float]] | None = None,
+    ) -> None:
+        self.user_agent = user_agent
+        self.max_bytes = max_bytes
+        self.robots = robots if robots is not None else {}
+        self._client = httpx.Client(
+            headers={"User-Agent": user_agent},
+            timeout=httpx.Timeout(timeout_seconds),
+            follow_redirects=True,
+            max_redirects=5,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> PoliteClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def allowed(self, url: str) -> bool:
+        """Whether robots.txt lets us fetch ``url`` (a missing robots.txt allows everything; one that cannot be read
+        for a server error or a timeout raises ``FetchError`` — we do not guess)."""
+        domain = domain_of(url)
+        cached = self.robots.get(domain)
+        if cached is None or time.time() - cached[1] > ROBOTS_TTL_SECONDS:
+            try:
+                response = self._client.get(f"{domain}/robots.txt")
+            except httpx.TimeoutException as error:
+                raise FetchError(f"robots.txt of {domain} timed out ({type(error).__name__})") from error
+            except httpx.HTTPError as error:
+                raise FetchError(f"robots.txt of {domain} cannot be read: {type(error).__name__}: {error}") from error
+            if response.status_code >= 500:
+                raise FetchError(f"robots.txt of {domain} answered HTTP {response.status_code}")
+            text = response.text if response.status_code == 200 else ""  # 4xx: no rules
+            cached = (text[:500_000], time.time())
+            self.robots[domain] = cached
+        return Protego.parse(cached[0]).can_fetch(url, self.user_agent)
+
+    def get(self, url: str, etag: str = "", last_modified: str = "") -> Fetched:
+        """GET ``url`` (conditional when validators are given); ``DisallowedError`` when robots.txt forbids it,
+        ``FetchError`` for a timeout, a network error, an HTTP error status or a body over the size limit."""
+        if not self.allowed(url):
+            raise DisallowedError(f"robots.txt of {domain_of(url)} disallows {urlsplit(url).path or '/'}")
+        headers = {}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        try:
+            with self._client.stream("GET", url, headers=headers) as response:
+                if response.status_code == 304:
+                    return Fetched(url=str(response.url), status=304, etag=etag, last_modified=last_modified)
+                if response.status_code >= 400:
+                    raise FetchError(f"{url} answered HTTP {response.status_code}")
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > self.max_bytes:
+                    raise FetchError(f"{url} is {int(declared):,} bytes, over the limit of {self.max_bytes:,}")
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        raise FetchError(f"{url} is over the limit of {self.max_bytes:,} bytes (stopped reading)")
+                    chunks.append(chunk)
+                return Fetched(
+                    url=str(response.url),
+                    status=response.status_code,
+                    body=b"".join(chunks),
+                    content_type=response.headers.get("Content-Type", "").split(";")[0].strip().lower(),
+                    etag=response.headers.get("ETag", ""),
+                    last_modified=response.headers.get("Last-Modified", ""),
+                )
+        except httpx.TimeoutException as error:
+            raise FetchError(f"{url} timed out ({type(error).__name__})") from error
+        except httpx.HTTPError as error:
+            raise FetchError(f"{url}: {type(error).__name__}: {error}") from error

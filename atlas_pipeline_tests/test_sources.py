@@ -1,0 +1,158 @@
+"""Collectors against a real local web site (a child process): new feed items over time, conditional GET,
+robots.txt, a source failing until it is paused, a slow source hitting its timeout — and under the daemon, the
+collected documents taken by the knowledge-base sensor."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from atlas_pipeline.sources.collector import Collector, Politeness
+from atlas_pipeline.sources.config import Source, SourcesError, load_sources
+from atlas_pipeline.sources.pace import pace_factor
+from atlas_pipeline.sources.state import load_state, resume
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import provenance_path
+from atlas_pipeline_tests.corpus import corpus_file
+from atlas_pipeline_tests.servers import feed_site
+
+AGENT = "AtlasPipeline-test/1.0 (+mailto:tests@example.org)"
+
+
+@pytest.fixture
+def site(tmp_path):
+    with feed_site(tmp_path / "site") as value:
+        yield value
+
+
+def collector(tmp_path: Path, **fields) -> tuple[Collector, Store, Path]:
+    kb = tmp_path / "kb"
+    kb.mkdir(exist_ok=True)
+    store = Store(str(tmp_path / "artifacts"))
+    source = Source(
+        name="trials", target="collected/trials", min_domain_interval_seconds=0, poll_minutes=0.001, **fields
+    )
+    return Collector(source, store, Store(str(kb)), Politeness(AGENT, 50 * 1024 * 1024)), store, kb
+
+
+def test_feed_items_are_collected_as_they_appear_with_conditional_get_and_provenance(site, tmp_path):
+    first = site.publish("pmc-1", corpus_file("rct/PMC1216327.pdf"))
+    site.publish("pmc-2", corpus_file("rct_jats/PMC1475568.nxml"), after=3.0)
+    pass_, store, kb = collector(tmp_path, feed=site.feed)
+
+    report = pass_.run()
+    assert report.collected == ["collected/trials/PMC1216327.pdf"], report.summary()
+    assert (kb / "collected/trials/PMC1216327.pdf").read_bytes() == corpus_file("rct/PMC1216327.pdf").read_bytes()
+    state = load_state(store, "trials")
+    sha = state.items["pmc-1"].sha256
+    provenance = store.read_json(provenance_path(sha))
+    assert provenance["source"] == "trials" and provenance["url"] == first and provenance["fetched_at"] > 0
+
+    time.sleep(0.1)
+    again = pass_.run()  # nothing new yet: the feed answers 304 to our ETag
+    assert again.polled == "not modified" and again.collected == []
+    feed_requests = [r for r in site.requests() if r["path"] == "/feed.xml"]
+    assert feed_requests[-1]["status"] == 304 and feed_requests[-1]["if_none_match"]
+    assert {r["user_agent"] for r in site.requests()} == {AGENT}
+
+    time.sleep(3.2)
+    later = pass_.run()  # the second item is published now
+    assert later.collected == ["collected/trials/PMC1475568.xml"], later.summary()
+    assert sorted(p.name for p in (kb / "collected/trials").iterdir()) == ["PMC1216327.pdf", "PMC1475568.xml"]
+    # each document fetched exactly once
+    assert sum(r["path"].startswith("/docs/") for r in site.requests()) == 2
+
+
+def test_robots_txt_disallowing_a_path_is_honoured_and_not_a_failure(site, tmp_path):
+    site.robots("User-agent: *\nDisallow: /private/\n")
+    site.publish("open", corpus_file("rct/PMC1216327.pdf"))
+    site.publish("closed", corpus_file("rct/PMC1574360.pdf"), path="/private/PMC1574360.pdf")
+    pass_, store, _kb = collector(tmp_path, feed=site.feed)
+    report = pass_.run()
+    assert report.collected == ["collected/trials/PMC1216327.pdf"] and report.disallowed == 1
+    state = load_state(store, "trials")
+    assert state.items["closed"].outcome == "disallowed" and "robots.txt" in state.items["closed"].reason
+    assert state.consecutive_failures == 0 and not state.paused
+    assert not any(r["path"].startswith("/private/") for r in site.requests())
+
+
+def test_a_source_failing_three_times_is_paused_with_its_reason_until_resumed(site, tmp_path):
+    site.publish("a", corpus_file("rct/PMC1216327.pdf"))
+    site.control(fail=["/feed.xml"])
+    pass_, store, _kb = collector(tmp_path, feed=site.feed)
+    for _ in range(3):
+        report = pass_.run()
+        assert report.failures and "HTTP 503" in report.failures[0]
+        time.sleep(0.1)
+    state = load_state(store, "trials")
+    assert state.paused and "3 consecutive failures" in state.paused_reason and "503" in state.paused_reason
+    requests_before = len(site.requests())
+    paused = pass_.run()  # paused: asks nothing
+    assert paused.paused and "atlas sources resume trials" in paused.summary()
+    assert len(site.requests()) == requests_before
+
+    site.control()  # the site recovers; a person resumes the source
+    resume(store, "trials")
+    time.sleep(0.1)
+    assert pass_.run().collected == ["collected/trials/PMC1216327.pdf"]
+    assert load_state(store, "trials").consecutive_failures == 0
+
+
+def test_a_slow_source_hits_its_timeout_and_counts_as_a_failure(site, tmp_path):
+    site.publish("slow", corpus_file("rct/PMC1216327.pdf"))
+    site.control(slow={"/docs/PMC1216327.pdf": 5})
+    pass_, store, kb = collector(tmp_path, feed=site.feed, timeout_seconds=1.0)
+    started = time.monotonic()
+    report = pass_.run()
+    assert time.monotonic() - started < 4.5
+    assert report.collected == [] and "timed out" in report.failures[0]
+    state = load_state(store, "trials")
+    assert state.consecutive_failures == 1 and state.items["slow"].attempts == 1 and not state.items["slow"].outcome
+    assert not (kb / "collected/trials/PMC1216327.pdf").exists()
+
+
+def test_per_domain_interval_spaces_requests_and_the_pace_follows_the_backlog(site, tmp_path):
+    for name in ("PMC1216327", "PMC1574360"):
+        site.publish(name, corpus_file(f"rct/{name}.pdf"))
+    pass_, _store, _kb = collector(tmp_path, feed=site.feed)
+    pass_.source = pass_.source.model_copy(update={"min_domain_interval_seconds": 1.5, "poll_minutes": 60})
+    first = pass_.run()  # the feed is read; the domain is then busy for 1.5 s
+    assert first.queued == 2 and first.collected == []
+    time.sleep(1.6)
+    second = pass_.run()  # one document, then the domain is busy again
+    assert len(second.collected) == 1
+    time.sleep(1.6)
+    assert len(pass_.run().collected) == 1
+    downloads = [r["at"] for r in site.requests() if r["path"].startswith("/docs/")]
+    assert downloads[1] - downloads[0] >= 1.5
+
+    assert pace_factor(0, 50) < 1 < pace_factor(200, 50) <= 8 and pace_factor(10_000, 50) == 8
+    slowed = pass_.run(backlog=400)
+    assert slowed.pace == 8 and "pace ×8" in slowed.summary()
+
+
+def test_a_list_of_urls_and_an_html_error_page_are_told_apart(site, tmp_path):
+    url = site.publish("x", corpus_file("html/plos_one_article.html"), path="/docs/article.html")
+    missing = site.url + "/docs/missing.pdf"
+    pass_, store, _kb = collector(tmp_path, urls=[url, missing])
+    report = pass_.run()
+    assert report.collected == ["collected/trials/article.html"]
+    state = load_state(store, "trials")
+    assert "HTTP 404" in state.items[missing].reason or state.items[missing].attempts == 1
+
+
+def test_sources_file_errors_name_the_source(tmp_path):
+    path = tmp_path / "sources.toml"
+    path.write_text('[[source]]\nname = "a b"\nfeed = "ftp://x"\ntarget = "../out"\n')
+    with pytest.raises(SourcesError) as error:
+        load_sources(path)
+    assert "source a b" in str(error.value) and "target" in str(error.value) and "http(s)" in str(error.value)
+    path.write_text('[[source]]\nname = "a"\nurls = ["https://x/a.pdf"]\ntarget = "in"\n' * 2)
+    with pytest.raises(SourcesError, match="unique"):
+        load_sources(path)
+    example = load_sources(Path(__file__).resolve().parents[1] / "seeds" / "sources.example.toml")
+    assert example and all(source.min_domain_interval_seconds >= 300 for source in example)
+    assert json.dumps([s.model_dump() for s in example])
