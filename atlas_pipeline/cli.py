@@ -45,6 +45,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.grading.statuses import TERMINAL
     from atlas_pipeline.knowledge.catalog import refresh_catalog
+    from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.outputs.exports import FORMATS, export_files
@@ -127,7 +128,8 @@ def command_run(args: argparse.Namespace) -> int:
         exports = atlas.exports_store()
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
         aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
-        stale = not exported or not aggregates_up_to_date(instance, scan.catalog, aggregates)
+        splits_changed = load_splits(store).changed_at
+        stale = not exported or not aggregates_up_to_date(instance, scan.catalog, aggregates, splits_changed)
         if keys or behind or scan.changed or stale:
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
         else:
@@ -217,6 +219,79 @@ def command_sources(args: argparse.Namespace) -> int:
             collector = Collector(sources[name], store, Store(settings.knowledge_base), politeness(settings))
             print(collector.run().summary(), flush=True)
     _print_sources(settings)
+    return 0
+
+
+def command_search(args: argparse.Namespace) -> int:
+    """Search every document's text, tables and extracted values (ranked, with snippets)."""
+    import dagster as dg
+
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.search.backends import open_index
+
+    settings = load_settings()
+    prepare_dagster_home(settings.instance_config)
+    with dg.DagsterInstance.get() as instance:
+        index = open_index(settings.search_backend, settings.search_sqlite, instance)
+        try:
+            started = time.perf_counter()
+            hits = index.search(args.query, args.status, args.field, args.source, args.limit)
+            took = time.perf_counter() - started
+            total = len(index.marks())
+        finally:
+            index.close()
+    if not total:
+        print("the search index is empty: `atlas run` (or the daemon) builds it as documents are processed")
+        return 1
+    print(f"{len(hits)} document(s) for {args.query!r} among {total} ({index.backend}, {took * 1000:.0f} ms)")
+    for rank, hit in enumerate(hits, start=1):
+        where = f"value {hit.field}" if hit.field else hit.part
+        source = f", from {hit.source}" if hit.source else ""
+        print(f"{rank:>3}. {hit.key}  [{hit.status}{source}]  {hit.title[:90]}")
+        print(f"     {where}: {hit.marked()}")
+    return 0 if hits else 1
+
+
+def command_duplicates(args: argparse.Namespace) -> int:
+    """List the documents recognised as one work, or split a wrong grouping (join undoes a split)."""
+    import dagster as dg
+
+    from atlas_pipeline.definitions import build_definitions
+    from atlas_pipeline.knowledge.duplicate_records import join, load_groups, load_splits, split
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG
+    from atlas_pipeline.store.files import Store
+
+    settings = load_settings()
+    store = Store(settings.artifacts)
+    if args.action in ("split", "join"):
+        if not args.key:
+            print(f"atlas: `atlas duplicates {args.action}` needs a document KEY", file=sys.stderr)
+            return 2
+        groups = load_groups(store)
+        grouped = {key for group in groups.groups for key in group["members"]}
+        if args.action == "split":
+            if args.key not in grouped:
+                print(f"atlas: {args.key} is in no duplicate group (see `atlas duplicates`)", file=sys.stderr)
+                return 2
+            split(store, args.key, by=args.reviewer or settings.reviewer or os.environ.get("USER", "unknown"))
+        elif not join(store, args.key):
+            print(f"atlas: {args.key} was not split", file=sys.stderr)
+            return 2
+        prepare_dagster_home(settings.instance_config)
+        with dg.DagsterInstance.get() as instance:  # the groups, task completion and exports follow now
+            build_definitions(settings).resolve_job_def("aggregates_job").execute_in_process(
+                instance=instance, run_config=QUIET_RUN_CONFIG
+            )
+    groups = load_groups(store)
+    if not groups.groups:
+        print(f"no duplicates among {groups.documents} document(s)")
+    for group in groups.groups:
+        print(f"{group['canonical']} (canonical)")
+        for key, why in group["evidence"].items():
+            print(f"  = {key}: {why}")
+    for key, made in load_splits(store).splits.items():
+        print(f"split by {made.by}: {key} (never grouped; `atlas duplicates join {key}` undoes it)")
     return 0
 
 
@@ -490,6 +565,18 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-instance", help=command_check_instance.__doc__)
     check.add_argument("files", nargs="+", metavar="DAGSTER_YAML")
     check.set_defaults(handler=command_check_instance)
+    search = commands.add_parser("search", help=command_search.__doc__)
+    search.add_argument("query", help='words and "quoted phrases" (all must match)')
+    search.add_argument("--status", default="", help="only documents in this status (done, approved, failed, …)")
+    search.add_argument("--field", default="", help="only this extracted field's values (e.g. sample_size)")
+    search.add_argument("--source", default="", help="only documents brought by this collector")
+    search.add_argument("--limit", type=int, default=20)
+    search.set_defaults(handler=command_search)
+    duplicates = commands.add_parser("duplicates", help=command_duplicates.__doc__)
+    duplicates.add_argument("action", nargs="?", choices=["list", "split", "join"], default="list")
+    duplicates.add_argument("key", nargs="?", metavar="KEY", help="the document to split out of its group, or join")
+    duplicates.add_argument("--reviewer", default="", help="who splits (default ATLAS_REVIEWER, then $USER)")
+    duplicates.set_defaults(handler=command_duplicates)
     sources = commands.add_parser("sources", help=command_sources.__doc__)
     sources.add_argument("action", nargs="?", choices=["list", "collect", "resume"], default="list")
     sources.add_argument("names", nargs="*", metavar="NAME", help="sources (default: every declared source)")

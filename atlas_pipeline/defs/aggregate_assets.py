@@ -4,9 +4,12 @@ import dagster as dg
 
 from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
+from atlas_pipeline.knowledge.duplicates import Member
 from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.exports import write_exports
+from atlas_pipeline.search.refresh import refresh_index
 from atlas_pipeline.store.layout import COMPLETION_PATH, EVALUATION_STEM, export_path
 
 GROUP = "aggregates"
@@ -22,7 +25,48 @@ AGGREGATE_CONDITION = (
 
 @dg.asset(
     group_name=GROUP,
-    deps=["document_snapshot", "document_extraction", "document_review"],
+    deps=["document_text"],
+    automation_condition=AGGREGATE_CONDITION,
+    kinds={"python"},
+    description="Documents that are one work under different bytes (the PDF and the JATS XML of an article, a "
+    "re-downloaded PDF, a preprint and its publication), from their identifiers and text (MinHash over shingles): "
+    "one canonical document per group, the others marked duplicate_of with the evidence. Fingerprints are cached "
+    "per text, so a new document costs one fingerprint. `atlas duplicates split KEY` undoes a wrong grouping.",
+)
+def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    store = atlas.store()
+    members = []
+    for state in atlas.document_states(context.instance):
+        parse = state.parse
+        if state.source_removed or parse is None or parse.problem or not parse.text_path:
+            continue
+        fingerprint = load_fingerprint(store, parse.sha256, parse.text_path)
+        if fingerprint is not None:
+            members.append(Member(state.key, fingerprint, parse.media_type or ""))
+    result = compute_groups(store, members)
+    for group in result.groups:
+        context.log.info(
+            f"one work: {group['canonical']} (canonical) + "
+            + ", ".join(f"{key} ({why})" for key, why in group["evidence"].items())
+        )
+    table = "\n".join(
+        f"| {key} | {canonical} | {why} |" for key, (canonical, why) in sorted(result.duplicate_of.items())
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "documents": result.documents,
+            "groups": len(result.groups),
+            "duplicates": len(result.duplicate_of),
+            "duplicate_of": dg.MetadataValue.md(
+                "| document | duplicate of | evidence |\n|---|---|---|\n" + table if table else "no duplicates"
+            ),
+        }
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=["document_snapshot", "document_extraction", "document_review", duplicate_groups],
     automation_condition=AGGREGATE_CONDITION,
     kinds={"python"},
     description="Status counts over ALL known documents (pending and failed included), rates, average time; "
@@ -59,7 +103,7 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
 
 @dg.asset(
     group_name=GROUP,
-    deps=["document_extraction", "document_review", task_completion],
+    deps=["document_extraction", "document_review", task_completion, duplicate_groups],
     automation_condition=AGGREGATE_CONDITION,
     kinds={"xlsx", "csv", "parquet"},
     description="xlsx / csv / parquet / jsonl exports at stable paths: one row per document, one per field (final "
@@ -77,7 +121,36 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     )
 
 
-AGGREGATE_ASSETS = [task_completion, extraction_exports]
+@dg.asset(
+    group_name=GROUP,
+    deps=["document_text", "document_extraction", "document_review", duplicate_groups],
+    automation_condition=AGGREGATE_CONDITION,
+    kinds={"sqlite", "postgres"},
+    description="Full-text index of every document's text, tables and extracted values (final values where people "
+    "decided), with status, source and title: SQLite FTS5 on the embedded default, PostgreSQL full-text search "
+    "with a PostgreSQL instance (ATLAS_SEARCH_BACKEND). Incremental: only documents whose text, extraction, review "
+    "or status changed are re-indexed; removed sources are dropped. `atlas search QUERY`, or the review page.",
+)
+def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    index = atlas.search_index(context.instance)
+    try:
+        report = refresh_index(index, atlas.store(), atlas.document_states(context.instance))
+    finally:
+        index.close()
+    context.log.info(report.summary())
+    return dg.MaterializeResult(
+        metadata={
+            "backend": index.backend,
+            "location": index.location,
+            "documents": report.indexed,
+            "updated": report.updated,
+            "removed": report.removed,
+            "unchanged": report.unchanged,
+        }
+    )
+
+
+AGGREGATE_ASSETS = [duplicate_groups, task_completion, extraction_exports, search_index]
 
 
 def build_evaluation_asset(gold: str, tolerance: float) -> dg.AssetsDefinition:

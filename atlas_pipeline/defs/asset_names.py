@@ -12,5 +12,5 @@ DOCUMENT_ASSET_NAMES = (
 EXTRACTION_ASSET_NAME = "document_extraction"
 REVIEW_ASSET_NAME = "document_review"
 # over every document
-AGGREGATE_ASSET_NAMES = ("task_completion", "extraction_exports")
+AGGREGATE_ASSET_NAMES = ("duplicate_groups", "task_completion", "extraction_exports", "search_index")
 EVALUATION_ASSET_NAME = "extraction_evaluation"  # an aggregate too, when a gold file is configured (ATLAS_GOLD)

@@ -22,6 +22,7 @@ from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
+from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.outcome import DocumentReview, current_review
@@ -101,6 +102,7 @@ def collect_document_states(
         keys = list(instance.get_dynamic_partitions(documents_partitions.name))
         known = set(keys)
         keys += [key for key in catalog.entries if key not in known]
+    duplicates = load_groups(store).duplicate_of
     statuses = {
         asset_key: instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}
         for asset_key in DOCUMENT_ASSET_KEYS
@@ -120,6 +122,8 @@ def collect_document_states(
             extraction=read_record(store, key, "extraction", ExtractionRecord),
             review=read_record(store, key, "review", DocumentReview),
         )
+        if key in duplicates:
+            state.duplicate_of, state.duplicate_evidence = duplicates[key]
         failed = [k for k, s in per_asset.items() if s == AssetPartitionStatus.FAILED]
         if any(s == AssetPartitionStatus.IN_PROGRESS for s in per_asset.values()):
             state.status, state.reason = DocumentStatus.EXTRACTING, "a run is processing it"
@@ -191,13 +195,17 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
 
 
 def aggregates_up_to_date(
-    instance: dg.DagsterInstance, catalog: Catalog, names: tuple[str, ...] = AGGREGATE_ASSET_NAMES
+    instance: dg.DagsterInstance,
+    catalog: Catalog,
+    names: tuple[str, ...] = AGGREGATE_ASSET_NAMES,
+    decided_at: float = 0.0,
 ) -> bool:
     """Whether every aggregate was materialised after anything that changes what it says: the newest document
     extraction (by any run: the sensor's, ``atlas run``'s, the UI's), the newest catalog change (a removal or a copy
     another scanner saved), and any document run that failed or was stopped since. Refreshing them again would
     rewrite the same figures and files. ``names``: the aggregates of this deployment (the evaluation too, when a
-    gold file is configured)."""
+    gold file is configured). ``decided_at``: when people last changed something the aggregates read (duplicate
+    splits)."""
     materialized = [instance.get_latest_materialization_event(dg.AssetKey(name)) for name in names]
     if any(event is None for event in materialized):
         return False
@@ -207,6 +215,7 @@ def aggregates_up_to_date(
         if newest is not None and newest.timestamp > refreshed:
             return False
     changed = [datetime.fromisoformat(entry.updated).timestamp() for entry in catalog.entries.values()]
+    changed.append(decided_at)
     if changed and max(changed) > refreshed:
         return False
     ended_badly = instance.get_run_records(

@@ -14,7 +14,7 @@ from atlas_pipeline.extraction.templates import Template, assemble_template, loa
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog, load_entry
 from atlas_pipeline.knowledge.listing import KnowledgeBase
-from atlas_pipeline.ops.settings import AtlasSettings, PdfEngine, PostprocessMode, StructuredOutput
+from atlas_pipeline.ops.settings import AtlasSettings, PdfEngine, PostprocessMode, SearchBackend, StructuredOutput
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.bounded import ParseLimits
@@ -22,6 +22,7 @@ from atlas_pipeline.store.files import Store
 
 if TYPE_CHECKING:
     from atlas_pipeline.extraction.llm import LLMClient
+    from atlas_pipeline.search.backends import SearchIndex
 
 
 class AtlasResource(dg.ConfigurableResource):
@@ -44,12 +45,19 @@ class AtlasResource(dg.ConfigurableResource):
     llm_model: str
     review_port: int
     review_accept_tiers: str
+    search_backend: SearchBackend
+    search_sqlite: str
     llm_configured: bool  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
 
     @classmethod
     def from_settings(cls, settings: AtlasSettings) -> AtlasResource:
         shared = {name: getattr(settings, name) for name in cls.model_fields if name in AtlasSettings.model_fields}
         return cls(**shared, llm_configured=bool(settings.llm_base_url))
+
+    def search_index(self, instance: dg.DagsterInstance) -> SearchIndex:
+        from atlas_pipeline.search.backends import open_index
+
+        return open_index(self.search_backend, self.search_sqlite, instance)
 
     def store(self) -> Store:
         return Store(self.artifacts)

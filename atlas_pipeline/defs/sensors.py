@@ -12,6 +12,7 @@ from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.review.decisions import decision_marks
@@ -107,10 +108,13 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
     return knowledge_base_sensor
 
 
+SPLITS_MARK = ":duplicate-splits"  # not a partition key (keys have no ':')
+
+
 def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     @dg.sensor(
         name="review_sensor",
-        jobs=[review_job],
+        jobs=[review_job, aggregates_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=settings.review_interval_seconds,
         description="Imports reviewed workbooks dropped into the review inbox (ATLAS_REVIEW_INBOX; a report per "
@@ -129,6 +133,13 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
             except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
                 context.log.error(f"review inbox {settings.review_inbox}: {type(error).__name__}: {error}")
         seen = decode_cursor(context.cursor)
+        splits = str(load_splits(store).changed_at)
+        if splits != seen.get(SPLITS_MARK, "0.0"):  # a person split or joined a duplicate group: the aggregates follow
+            context.log.info("duplicate groups changed by a person: refreshing the aggregates")
+            return dg.SensorResult(
+                run_requests=[dg.RunRequest(run_key=f"splits:{splits}", job_name=aggregates_job.name)],
+                cursor=json.dumps({**seen, SPLITS_MARK: splits}, separators=(",", ":"), sort_keys=True),
+            )
         marks = decision_marks(store)
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
         changed = {key: mark for key, mark in marks.items() if seen.get(key) != mark and key in existing}

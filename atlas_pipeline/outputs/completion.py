@@ -24,6 +24,8 @@ class DocumentState:
     source_path: str | None = None
     source_removed: bool = False
     stale: bool = False  # extracted with another template version: values withheld until re-extracted
+    duplicate_of: str = ""  # the canonical document of the work this one is a copy of (knowledge.duplicates)
+    duplicate_evidence: str = ""
     snapshot: SnapshotRecord | None = None
     parse: ParseRecord | None = None
     extraction: ExtractionRecord | None = None
@@ -46,6 +48,7 @@ class TaskCompletion(BaseModel):
     average_processing_seconds: float | None
     total_pages: int
     removed_sources: int
+    duplicates: int = 0  # documents that are another version of a work already known (one canonical per work)
     llm_calls: int = 0
     llm_cache_hits: int = 0
     prompt_tokens: int = 0
@@ -82,6 +85,11 @@ class TaskCompletion(BaseModel):
                 f"review: {self.documents_approved} document(s) approved, {self.documents_awaiting_review} awaiting "
                 f"review; {self.decisions} decision(s); fields: {by}"
             )
+        if self.duplicates:
+            out.append(
+                f"{self.duplicates} document(s) are other versions of a work already known "
+                f"({self.total - self.duplicates} distinct works; see duplicate_of in the exports)"
+            )
         if self.removed_sources:
             out.append(f"{self.removed_sources} source(s) removed from the knowledge base (results kept)")
         return out
@@ -111,6 +119,7 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
         average_processing_seconds=round(sum(times) / len(times), 3) if times else None,
         total_pages=sum(s.parse.pages for s in states if s.parse),
         removed_sources=sum(1 for s in states if s.source_removed),
+        duplicates=sum(1 for s in states if s.duplicate_of),
         llm_calls=sum(r.llm_calls for r in records),
         llm_cache_hits=sum(r.llm_cache_hits for r in records),
         prompt_tokens=sum(r.prompt_tokens for r in records),

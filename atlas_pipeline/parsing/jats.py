@@ -78,6 +78,24 @@ def without_internal_subset(data: bytes) -> bytes:
     return data[: match.start()] + body
 
 
+_ID_LABELS = {"doi": "DOI", "pmc": "PMCID", "pmcid": "PMCID", "pmid": "PMID"}
+
+
+def _article_ids(article: Tag) -> str:
+    """The article's own identifiers as one line ("DOI: 10.… · PMCID: PMC… · PMID: …"): the text then names the
+    work as its PDF does in its header, for identifier-based duplicate recognition and for extraction."""
+    meta = article.find("article-meta")
+    parts = []
+    for node in meta.find_all("article-id", recursive=False) if meta else []:
+        label = _ID_LABELS.get((node.get("pub-id-type") or "").lower())
+        value = _text(node)
+        if label and value:
+            if label == "PMCID" and not value.upper().startswith("PMC"):
+                value = f"PMC{value}"
+            parts.append(f"{label}: {value}")
+    return " · ".join(dict.fromkeys(parts))
+
+
 def parse_jats(data: bytes) -> ParsedDocument:
     soup = BeautifulSoup(without_internal_subset(data), "lxml-xml")
     article = soup.find("article")
@@ -88,6 +106,9 @@ def parse_jats(data: bytes) -> ParsedDocument:
     title = _text(article.find("article-title"))
     if title:
         out.append(f"# {title}")
+    ids = _article_ids(article)
+    if ids:
+        out.append(ids)
     abstract = article.find("abstract")
     if abstract:
         out.append("## Abstract")

@@ -451,6 +451,36 @@ async def disagreements(request: Request) -> Response:
     return TEMPLATES.TemplateResponse(request, "disagreements.html", {"rows": rows, "reviewer": page.reviewer(request)})
 
 
+async def search(request: Request) -> Response:
+    """Search box results: every document's text, tables and values, ranked, each a link to its review."""
+    page: ReviewPage = request.app.state.page
+    query = request.query_params.get("q", "").strip()
+    filters = {name: request.query_params.get(name, "").strip() for name in ("status", "field", "source")}
+    hits, error, total = [], "", 0
+    if query:
+        try:
+            index = page.atlas.search_index(page.instance())
+            try:
+                hits = index.search(query, limit=50, **filters)
+                total = len(index.marks())
+            finally:
+                index.close()
+        except Exception as problem:  # an index that cannot be opened: said on the page, never a stack trace
+            error = f"search unavailable: {type(problem).__name__}: {problem}"
+    return TEMPLATES.TemplateResponse(
+        request,
+        "search.html",
+        {
+            "query": query,
+            "filters": filters,
+            "hits": hits,
+            "total": total,
+            "error": error,
+            "reviewer": page.reviewer(request),
+        },
+    )
+
+
 def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None) -> Starlette:
     """The review page's ASGI app over one deployment (``instance``: how to reach the Dagster instance; default
     ``DagsterInstance.get()`` from DAGSTER_HOME, opened once)."""
@@ -470,6 +500,7 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             Route("/reviewer", set_reviewer, methods=["POST"]),
             Route("/imports", imports),
             Route("/disagreements", disagreements),
+            Route("/search", search),
             Route("/documents/{key}", document),
             Route("/documents/{key}/pages/{number:int}.png", page_image),
             Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),

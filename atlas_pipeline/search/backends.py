@@ -1,0 +1,44 @@
+"""Which index a deployment uses: ``ATLAS_SEARCH_BACKEND`` (auto: the instance's PostgreSQL when it has one)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import dagster as dg
+
+from atlas_pipeline.search.entries import Hit, IndexedDocument
+
+
+class SearchIndex(Protocol):
+    backend: str
+    location: str
+
+    def marks(self) -> dict[str, str]: ...
+    def upsert(self, documents: list[IndexedDocument]) -> None: ...
+    def remove(self, keys: list[str]) -> None: ...
+    def search(self, query: str, status: str = "", field: str = "", source: str = "", limit: int = 20) -> list[Hit]: ...
+    def close(self) -> None: ...
+
+
+class SearchConfigError(ValueError):
+    """The configured backend cannot be used with this instance."""
+
+
+def instance_postgres_url(instance: dg.DagsterInstance) -> str:
+    """The SQLAlchemy URL of the instance's PostgreSQL database ("" for any other storage)."""
+    return str(getattr(instance.run_storage, "postgres_url", "") or "")
+
+
+def open_index(backend: str, sqlite_path: str, instance: dg.DagsterInstance) -> SearchIndex:
+    url = instance_postgres_url(instance)
+    if backend == "postgres" or (backend == "auto" and url):
+        if not url:
+            raise SearchConfigError(
+                "ATLAS_SEARCH_BACKEND=postgres needs a PostgreSQL Dagster instance (deploy/postgres/dagster.yaml)"
+            )
+        from atlas_pipeline.search.postgres import PostgresIndex
+
+        return PostgresIndex(url)
+    from atlas_pipeline.search.sqlite import SqliteIndex
+
+    return SqliteIndex(sqlite_path)
