@@ -179,7 +179,9 @@ class AtlasSettings(BaseSettings):
         description="Search index: sqlite (a file, ATLAS_SEARCH_SQLITE), postgres (the instance's PostgreSQL "
         "database), or auto (postgres when the Dagster instance is PostgreSQL, else sqlite).",
     )
-    search_sqlite: str = Field("var/search.sqlite", description="The SQLite FTS5 search index file (local path).")
+    search_sqlite: str = Field(
+        "", description="The SQLite FTS5 search index file (empty: atlas_search.sqlite in the instance's storage)."
+    )
     executor: ExecutorName = Field(
         "in_process",
         description="Dagster executor of the jobs: in_process (one process per run), multiprocess, or a scale-out "

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 import dagster as dg
 
 from atlas_pipeline.search.entries import Hit, IndexedDocument
+
+SQLITE_NAME = "atlas_search.sqlite"  # beside the instance's own SQLite files (DAGSTER_HOME/storage)
 
 
 class SearchIndex(Protocol):
@@ -41,4 +44,4 @@ def open_index(backend: str, sqlite_path: str, instance: dg.DagsterInstance) -> 
         return PostgresIndex(url)
     from atlas_pipeline.search.sqlite import SqliteIndex
 
-    return SqliteIndex(sqlite_path)
+    return SqliteIndex(sqlite_path or os.path.join(instance.storage_directory(), SQLITE_NAME))
