@@ -32,8 +32,9 @@ llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local mo
 screenshots: setup test-deps ## Refresh the README's review-page screenshots (docs/images/) with the browser test.
 	ATLAS_TEST_SCREENSHOTS=docs/images $(BIN)/python -m pytest atlas_pipeline_tests/test_review_page.py
 
-eval: setup ## Fidelity evaluation against the corpus gold (about 1 minute); writes eval/reports/fidelity.md
+eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (eval/reports/duplicates.md) on the corpus (about 3 minutes)
 	$(BIN)/python -m eval.fidelity
+	$(BIN)/python -m eval.duplicates
 
 bench: bench-quotes bench-ingest bench-pipeline bench-scale ## Every benchmark (about 40 minutes)
 

@@ -399,6 +399,31 @@ def command_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rebuild_search(source, target, source_settings, target_settings, states) -> bool:
+    """The search index is derived: rebuilt in the new deployment's backend (SQLite → PostgreSQL, say) from the
+    migrated records, and compared with the old index's document count. False when they differ."""
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.search.refresh import refresh_index
+    from atlas_pipeline.store.files import Store
+
+    index = AtlasResource.from_settings(target_settings).search_index(target)
+    try:
+        report = refresh_index(index, Store(target_settings.artifacts), states)
+    finally:
+        index.close()
+    old = AtlasResource.from_settings(source_settings).search_index(source)
+    try:
+        before = len(old.marks())
+    finally:
+        old.close()
+    same = before in (0, report.indexed)  # 0: the old deployment never built one
+    print(
+        f"search index: {report.indexed} document(s) indexed in {index.backend} ({index.location}); the old "
+        f"{old.backend} index held {before}{'' if same else ' — DIFFERENT'}"
+    )
+    return same
+
+
 def command_migrate(args: argparse.Namespace) -> int:
     """Copy a deployment (default: the embedded var/ one) into the one configured now (e.g. PostgreSQL + S3)."""
     from pathlib import Path
@@ -466,6 +491,7 @@ def command_migrate(args: argparse.Namespace) -> int:
             run_differences = verify_runs(source, target)
             before = _states(source, AtlasResource.from_settings(source_settings))
             after = _states(target, AtlasResource.from_settings(target_settings))
+            searched = _rebuild_search(source, target, source_settings, target_settings, after)
     except MigrationError as error:
         print(f"atlas migrate: {error}", file=sys.stderr)
         return 1
@@ -485,7 +511,7 @@ def command_migrate(args: argparse.Namespace) -> int:
     print(f"documents: {len(before)} before, {len(after)} after, {len(changed)} with another status/reason")
     for key, old, new in changed[:20]:
         print(f"  - {key}: {old} → {new}")
-    if changed or run_differences or not all(item.same for item in comparisons):
+    if changed or run_differences or not searched or not all(item.same for item in comparisons):
         print("atlas migrate: the new deployment differs from the old one (see above)", file=sys.stderr)
         return 1
     print("migrated without loss; start the new deployment (atlas dev / atlas run) with these settings")
