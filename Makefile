@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test test-fast dev status screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale
+.PHONY: run test test-fast dev status screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-search bench-soak
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -36,7 +36,7 @@ eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (ev
 	$(BIN)/python -m eval.fidelity
 	$(BIN)/python -m eval.duplicates
 
-bench: bench-quotes bench-ingest bench-pipeline bench-scale ## Every benchmark (about 40 minutes)
+bench: bench-quotes bench-ingest bench-pipeline bench-scale bench-search bench-soak ## Every benchmark (about 90 minutes)
 
 bench-quotes: setup
 	$(BIN)/python -m bench.quotes
@@ -49,6 +49,12 @@ bench-pipeline: setup
 
 bench-scale: setup
 	$(BIN)/python -m bench.scale
+
+bench-search: setup test-deps ## Search latency at 1,000 and 10,000 documents, SQLite and PostgreSQL
+	$(BIN)/python -m bench.search
+
+bench-soak: setup test-deps ## The living knowledge base under the daemon for 30 minutes (memory, counts)
+	$(BIN)/python -m bench.soak
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

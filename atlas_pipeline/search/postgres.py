@@ -15,6 +15,7 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS atlas_search_parts_key ON atlas_search_parts (key)",
 ]
 HEADLINE = f"StartSel={MATCH_START}, StopSel={MATCH_END}, MaxWords=24, MinWords=8, MaxFragments=1, FragmentDelimiter=…"
+ANALYZE_AFTER = 100
 MAX_BODY = 900_000  # a tsvector holds at most 1 MB: very long texts are indexed in their first part
 
 
@@ -77,6 +78,10 @@ class PostgresIndex:
                             for p in doc.parts
                         ],
                     )
+
+        if len(documents) >= ANALYZE_AFTER:  # fresh statistics: the planner then uses the GIN index
+            with self._engine.begin() as connection:
+                connection.execute(text("ANALYZE atlas_search_parts"))
 
     def remove(self, keys: list[str]) -> None:
         with self._engine.begin() as connection:

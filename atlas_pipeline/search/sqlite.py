@@ -60,21 +60,27 @@ class SqliteIndex:
         match = fts_query(query)
         if not match:
             return []
+        # rank every match (bm25: title weighs 5×), keep the best rows, and only then cut snippets for those
+        inner = (
+            "SELECT p.rowid FROM parts p JOIN documents d ON d.key = p.key WHERE parts MATCH :match"
+            + "".join(
+                f" AND {column} = :{name}"
+                for column, name, value in (
+                    ("d.status", "status", status),
+                    ("d.source", "source", source),
+                    ("p.field", "field", field),
+                )
+                if value
+            )
+            + " ORDER BY bm25(parts, 5.0, 1.0) LIMIT :rows"
+        )
         sql = (
             "SELECT p.key, d.title, d.status, d.source, p.part, p.field, "
             f"snippet(parts, 4, '{MATCH_START}', '{MATCH_END}', '…', 16), bm25(parts, 5.0, 1.0) AS score "
-            "FROM parts p JOIN documents d ON d.key = p.key WHERE parts MATCH ?"
+            f"FROM parts p JOIN documents d ON d.key = p.key WHERE parts MATCH :match AND p.rowid IN ({inner}) "
+            "ORDER BY score"
         )
-        args: list = [match]
-        for column, value in (("d.status", status), ("d.source", source)):
-            if value:
-                sql += f" AND {column} = ?"
-                args.append(value)
-        if field:
-            sql += " AND p.field = ?"
-            args.append(field)
-        sql += " ORDER BY score LIMIT ?"
-        args.append(limit * 5)
+        args = {"match": match, "status": status, "source": source, "field": field, "rows": limit * 5}
         with contextlib.closing(self._db.execute(sql, args)) as cursor:
             rows = cursor.fetchall()
         best: dict[str, Hit] = {}

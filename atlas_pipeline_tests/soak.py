@@ -1,0 +1,167 @@
+"""A living knowledge base under the real daemon, for a bounded time: a local feed publishes documents over time, a
+collector brings them in, the knowledge-base sensor has them extracted, the aggregates group duplicates and index
+them. What it measures: nothing crashes, memory stays bounded, nothing is stuck, and the counts add up.
+
+Used by ``test_soak.py`` (about two minutes) and ``bench/soak.py`` (as long as you like)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+import pymupdf
+
+from atlas_pipeline.ops.instance import project_file
+from atlas_pipeline.sources.state import load_state
+from atlas_pipeline.store.files import Store
+from atlas_pipeline_tests.servers import dagster_daemon, feed_site, watched_folder_env
+
+SOURCE = "soak-feed"
+
+
+@dataclass
+class SoakResult:
+    seconds: float = 0.0
+    published: int = 0
+    collected: int = 0
+    partitions: int = 0
+    finished: int = 0  # documents in a terminal status
+    indexed: int = 0
+    duplicates: int = 0
+    runs_failed: int = 0
+    runs_unfinished: int = 0
+    daemon_alive: bool = True
+    peak_rss_mb: float = 0.0
+    rss_samples: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    log_tail: str = ""
+
+    def summary(self) -> str:
+        return (
+            f"{self.seconds:.0f} s: {self.published} published, {self.collected} collected, {self.partitions} "
+            f"partitions, {self.finished} finished, {self.indexed} indexed, {self.duplicates} duplicates; runs: "
+            f"{self.runs_failed} failed, {self.runs_unfinished} unfinished; peak memory {self.peak_rss_mb:.0f} MB; "
+            f"daemon {'alive' if self.daemon_alive else 'DEAD'}"
+        )
+
+
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory of every process of a process group (the daemon, its code server, its runs), in MB."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            for line in Path(f"/proc/{entry}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1024
+
+
+def distinct_copy(source: Path, number: int, folder: Path) -> Path:
+    """The document under other bytes (the same work): a PDF re-saved with other metadata, a text with a comment."""
+    target = folder / f"{source.stem}-{number}{source.suffix}"
+    if number == 0:
+        shutil.copyfile(source, target)
+    elif source.suffix == ".pdf":
+        document = pymupdf.open(source)
+        document.set_metadata({"title": f"copy {number}", "producer": "soak"})
+        document.save(target)
+    else:
+        target.write_bytes(source.read_bytes() + f"\n<!-- copy {number} -->\n".encode())
+    return target
+
+
+def run_soak(folder: Path, documents: list[Path], publish_seconds: float, settle_seconds: float) -> SoakResult:
+    """Publish ``documents`` evenly over ``publish_seconds``, then wait up to ``settle_seconds`` for every one to be
+    collected, extracted and indexed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    home, kb = folder / "dagster_home", folder / "kb"
+    home.mkdir(exist_ok=True)
+    kb.mkdir(exist_ok=True)
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    result = SoakResult()
+    started = time.monotonic()
+    with feed_site(folder / "site") as site:
+        spacing = publish_seconds / max(1, len(documents))
+        for number, document in enumerate(documents):
+            site.publish(f"item-{number}", document, after=number * spacing)
+        sources = folder / "sources.toml"
+        sources.write_text(
+            f'[[source]]\nname = "{SOURCE}"\nfeed = "{site.feed}"\ntarget = "collected"\npoll_minutes = 0.02\n'
+            "min_domain_interval_seconds = 0\nmax_items_per_tick = 20\ntimeout_seconds = 20\n"
+        )
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            **watched_folder_env(folder, kb),
+            "ATLAS_SOURCES": str(sources),
+            "ATLAS_SOURCES_INTERVAL_SECONDS": "2",
+        }
+        store = Store(str(folder / "artifacts"))
+        instance = dg.DagsterInstance.from_config(str(home))
+        deadline = started + publish_seconds + settle_seconds
+        with dagster_daemon(env, folder) as daemon:
+            while time.monotonic() < deadline:
+                if daemon.poll() is not None:
+                    result.daemon_alive = False
+                    break
+                rss = group_rss_mb(daemon.pid)
+                result.rss_samples.append(rss)
+                result.peak_rss_mb = max(result.peak_rss_mb, rss)
+                _count(result, instance, store, len(documents))
+                done = result.indexed == len(documents) and result.finished == len(documents)
+                if time.monotonic() - started > publish_seconds and done and _aggregates_settled(instance):
+                    break
+                time.sleep(2)
+            result.seconds = time.monotonic() - started
+            _count(result, instance, store, len(documents))
+            result.log_tail = (folder / "daemon.log").read_text(errors="replace")[-4000:]
+        instance.dispose()
+    return result
+
+
+def _aggregates_settled(instance: dg.DagsterInstance) -> bool:
+    active = instance.get_runs_count(
+        dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
+    )
+    return active == 0
+
+
+def _count(result: SoakResult, instance: dg.DagsterInstance, store: Store, published: int) -> None:
+    from atlas_pipeline.knowledge.duplicate_records import load_groups
+
+    result.published = published
+    state = load_state(store, SOURCE)
+    result.collected = sum(1 for item in state.items.values() if item.outcome == "collected")
+    result.problems = [
+        f"{key}: {item.outcome} {item.reason}"
+        for key, item in state.items.items()
+        if item.outcome and item.outcome != "collected"
+    ]
+    keys = instance.get_dynamic_partitions("documents")
+    result.partitions = len(keys)
+    completion = instance.get_latest_materialization_event(dg.AssetKey("task_completion"))
+    if completion is not None:
+        metadata = completion.asset_materialization.metadata
+        total, open_ = (
+            metadata["total"].value,
+            sum(metadata.get(f"count_{status}", dg.MetadataValue.int(0)).value for status in ("pending", "extracting")),
+        )
+        result.finished = total - open_
+    search = instance.get_latest_materialization_event(dg.AssetKey("search_index"))
+    result.indexed = search.asset_materialization.metadata["documents"].value if search else 0
+    result.duplicates = len(load_groups(store).duplicate_of)
+    result.runs_failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+    result.runs_unfinished = instance.get_runs_count(
+        dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
+    )
