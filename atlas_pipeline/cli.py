@@ -146,6 +146,8 @@ def command_run(args: argparse.Namespace) -> int:
             f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
         )
         print(f"  review them: `atlas review` (http://127.0.0.1:{settings.review_port})")
+        print("  search them: `atlas search WORDS`")
+        _print_sources(settings)
         open_states = [s for s in states if s.status not in TERMINAL]
     return 1 if open_states else 0
 
@@ -179,7 +181,12 @@ def _print_sources(settings) -> None:
     from atlas_pipeline.store.files import Store
 
     store = Store(settings.artifacts)
-    for source in declared_sources(settings):
+    try:
+        sources = declared_sources(settings)
+    except SourcesError as error:
+        print(f"sources: none collects: {error}")
+        return
+    for source in sources:
         state = load_state(store, source.name)
         counts = ", ".join(f"{count} {outcome}" for outcome, count in sorted(state.counts().items())) or "nothing yet"
         health = (
@@ -231,15 +238,14 @@ def command_search(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     prepare_dagster_home(settings.instance_config)
-    with dg.DagsterInstance.get() as instance:
-        index = open_index(settings.search_backend, settings.search_sqlite, instance)
-        try:
-            started = time.perf_counter()
-            hits = index.search(args.query, args.status, args.field, args.source, args.limit)
-            took = time.perf_counter() - started
-            total = len(index.marks())
-        finally:
-            index.close()
+    with (
+        dg.DagsterInstance.get() as instance,
+        open_index(settings.search_backend, settings.search_sqlite, instance) as index,
+    ):
+        started = time.perf_counter()
+        hits = index.search(args.query, args.status, args.field, args.source, max(1, args.limit))
+        took = time.perf_counter() - started
+        total = index.count()
     if not total:
         print("the search index is empty: `atlas run` (or the daemon) builds it as documents are processed")
         return 1
@@ -399,29 +405,29 @@ def command_settings(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rebuild_search(source, target, source_settings, target_settings, states) -> bool:
-    """The search index is derived: rebuilt in the new deployment's backend (SQLite → PostgreSQL, say) from the
-    migrated records, and compared with the old index's document count. False when they differ."""
+def _rebuild_search(source, target, target_settings, states) -> None:
+    """The search index is derived: it is rebuilt in the new deployment's backend (SQLite → PostgreSQL, say) from
+    the migrated records, and its count printed beside the old index's (read only if it exists: an old deployment
+    without one, or with a stale one, is not a failed migration)."""
     from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.search.backends import SQLITE_NAME, open_index
     from atlas_pipeline.search.refresh import refresh_index
     from atlas_pipeline.store.files import Store
 
-    index = AtlasResource.from_settings(target_settings).search_index(target)
-    try:
+    with AtlasResource.from_settings(target_settings).search_index(target) as index:
         report = refresh_index(index, Store(target_settings.artifacts), states)
-    finally:
-        index.close()
-    old = AtlasResource.from_settings(source_settings).search_index(source)
-    try:
-        before = len(old.marks())
-    finally:
-        old.close()
-    same = before in (0, report.indexed)  # 0: the old deployment never built one
+    old = "none"
+    old_sqlite = Path(source.storage_directory()) / SQLITE_NAME
+    if old_sqlite.exists() or getattr(source.run_storage, "postgres_url", ""):
+        try:
+            with open_index("auto", str(old_sqlite), source) as previous:
+                old = f"{previous.count()} in {previous.backend}"
+        except Exception as error:  # the old index is only compared with, never needed
+            old = f"unreadable ({type(error).__name__})"
     print(
         f"search index: {report.indexed} document(s) indexed in {index.backend} ({index.location}); the old "
-        f"{old.backend} index held {before}{'' if same else ' — DIFFERENT'}"
+        f"deployment's index: {old}"
     )
-    return same
 
 
 def command_migrate(args: argparse.Namespace) -> int:
@@ -491,7 +497,7 @@ def command_migrate(args: argparse.Namespace) -> int:
             run_differences = verify_runs(source, target)
             before = _states(source, AtlasResource.from_settings(source_settings))
             after = _states(target, AtlasResource.from_settings(target_settings))
-            searched = _rebuild_search(source, target, source_settings, target_settings, after)
+            _rebuild_search(source, target, target_settings, after)
     except MigrationError as error:
         print(f"atlas migrate: {error}", file=sys.stderr)
         return 1
@@ -511,7 +517,7 @@ def command_migrate(args: argparse.Namespace) -> int:
     print(f"documents: {len(before)} before, {len(after)} after, {len(changed)} with another status/reason")
     for key, old, new in changed[:20]:
         print(f"  - {key}: {old} → {new}")
-    if changed or run_differences or not searched or not all(item.same for item in comparisons):
+    if changed or run_differences or not all(item.same for item in comparisons):
         print("atlas migrate: the new deployment differs from the old one (see above)", file=sys.stderr)
         return 1
     print("migrated without loss; start the new deployment (atlas dev / atlas run) with these settings")

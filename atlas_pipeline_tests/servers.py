@@ -319,12 +319,13 @@ def feed_site(folder: Path) -> Iterator[FeedSite]:
     """A local web site with an RSS feed (``atlas_pipeline_tests.feed_server``) as a child process."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "atlas_pipeline_tests.feed_server", str(folder), str(port)],
-        cwd=Path(__file__).resolve().parents[1],
-        stdout=subprocess.DEVNULL,
-        stderr=open(folder / "server.log", "w"),  # noqa: SIM115 - the child keeps it
-    )
+    with (folder / "server.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "atlas_pipeline_tests.feed_server", str(folder), str(port)],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/ready", process)
         yield FeedSite(folder, f"http://127.0.0.1:{port}")

@@ -2,7 +2,7 @@
 collector brings them in, the knowledge-base sensor has them extracted, the aggregates group duplicates and index
 them. What it measures: nothing crashes, memory stays bounded, nothing is stuck, and the counts add up.
 
-Used by ``test_soak.py`` (about two minutes) and ``bench/soak.py`` (as long as you like)."""
+Used by ``test_soak.py`` (under a minute) and ``bench/soak.py`` (as long as you like)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pymupdf
 
+from atlas_pipeline.defs.source_sensors import BACKLOG_STATUSES
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.sources.state import load_state
 from atlas_pipeline.store.files import Store
@@ -131,10 +132,7 @@ def run_soak(folder: Path, documents: list[Path], publish_seconds: float, settle
 
 
 def _aggregates_settled(instance: dg.DagsterInstance) -> bool:
-    active = instance.get_runs_count(
-        dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
-    )
-    return active == 0
+    return instance.get_runs_count(dg.RunsFilter(statuses=BACKLOG_STATUSES)) == 0
 
 
 def _count(result: SoakResult, instance: dg.DagsterInstance, store: Store, published: int) -> None:
@@ -162,6 +160,4 @@ def _count(result: SoakResult, instance: dg.DagsterInstance, store: Store, publi
     result.indexed = search.asset_materialization.metadata["documents"].value if search else 0
     result.duplicates = len(load_groups(store).duplicate_of)
     result.runs_failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-    result.runs_unfinished = instance.get_runs_count(
-        dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
-    )
+    result.runs_unfinished = instance.get_runs_count(dg.RunsFilter(statuses=BACKLOG_STATUSES))

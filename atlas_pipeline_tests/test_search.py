@@ -51,20 +51,17 @@ def check_search(instance, settings, atlas, knowledge_base, backend: str) -> Non
     metadata = latest_metadata(instance, "search_index")
     assert metadata["backend"].value == backend
     assert metadata["documents"].value == 3 and metadata["updated"].value == 3  # the empty file has no text
-    index = atlas.search_index(instance)
-    try:
+    with atlas.search_index(instance) as index:
         hits = index.search("renal colic")
         assert hits[0].key == "PMC3508963.pdf" and "\ue000" in hits[0].snippet  # matches marked in the snippet
         assert "[renal]" in hits[0].marked().lower() or "[colic]" in hits[0].marked().lower()
         yoga = index.search('"heart rate variability" yoga')
         assert [h.key for h in yoga] == ["PMC3648394.nxml"]
         assert index.search("heart rate variability", status="failed") == []
-        assert index.search('AND OR ( "unbalanced') is not None  # operators and stray quotes never break a query
+        assert isinstance(index.search('AND OR ( -renal "unbalanced'), list)  # typed operators never break a query
         assert index.search("xyzzyplugh") == []
         assert [h.key for h in index.search("renal", source="renal-feed")] == ["PMC3508963.pdf"]
         assert index.search("renal", source="another-feed") == []
-    finally:
-        index.close()
     # unchanged documents are skipped; a removed source leaves the index
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     again = latest_metadata(instance, "search_index")
@@ -74,11 +71,8 @@ def check_search(instance, settings, atlas, knowledge_base, backend: str) -> Non
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     metadata = latest_metadata(instance, "search_index")
     assert metadata["removed"].value == 1 and metadata["updated"].value == 0 and metadata["unchanged"].value == 2
-    index = atlas.search_index(instance)
-    try:
-        assert index.search("reticuloendotheliosis") == []
-    finally:
-        index.close()
+    with atlas.search_index(instance) as index:
+        assert index.search("reticuloendotheliosis") == [] and index.count() == 2
 
 
 def test_search_on_sqlite(instance, settings_for, atlas_for, knowledge_base):
@@ -96,19 +90,19 @@ def test_search_on_postgres(postgres, tmp_path, knowledge_base, settings_for, at
 
 
 def test_values_are_searchable_by_field_and_on_the_review_page(run, llm_server, instance):
-    llm_server.script({"content": answer()})
+    hostile = {"value": "<script>alert(1)</script> colored and flavored water", "quote": None}
+    llm_server.script({"content": answer(control_name=hostile)})
     result, record = run()
     assert result.success and record.status.value in ("done", "partial")
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
-    index = run.atlas.search_index(instance)
-    try:
+    with run.atlas.search_index(instance) as index:
         hits = index.search("grape juice", field="treatment_name")
         assert [(h.key, h.field) for h in hits] == [(KEY, "treatment_name")]
         assert index.search("grape juice", field="control_name") == []
-    finally:
-        index.close()
     with serve(create_app(run.settings, instance=lambda: instance)) as url:
         status, page = http_request(f"{url}/search?q=grape+juice")
         assert status == 200 and f'href="/documents/{KEY}"' in page and "<mark>" in page
+        status, page = http_request(f"{url}/search?q=alert+flavored")  # a value holding markup, and the query
+        assert status == 200 and "&lt;script&gt;" in page and "<script>alert(1)" not in page, page
         status, page = http_request(f"{url}/search?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
         assert status == 200 and "<script>alert(1)" not in page

@@ -1,6 +1,7 @@
-"""A short soak of the living knowledge base under the real daemon (the long one is ``make bench-soak``): a local
-feed publishes documents over time — an article as PDF and as JATS among them —; each is collected, extracted,
-grouped and indexed; the daemon never dies, memory stays under 2 GB, nothing is stuck, the counts add up."""
+"""A short soak (about 45 s) of the living knowledge base under the real daemon (the long one is
+``make bench-soak``): a local feed publishes documents over time — an article as PDF and as JATS among them —; each
+is collected, extracted, grouped and indexed; the daemon never dies, memory stays under 2 GB, nothing is stuck, the
+counts add up."""
 
 import pytest
 

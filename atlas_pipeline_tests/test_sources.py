@@ -4,7 +4,6 @@ collected documents taken by the knowledge-base sensor."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -30,7 +29,7 @@ def site(tmp_path):
 
 def collector(tmp_path: Path, **fields) -> tuple[Collector, Store, Path]:
     kb = tmp_path / "kb"
-    kb.mkdir(exist_ok=True)
+    kb.mkdir(parents=True, exist_ok=True)
     store = Store(str(tmp_path / "artifacts"))
     source = Source(
         name="trials", target="collected/trials", min_domain_interval_seconds=0, poll_minutes=0.001, **fields
@@ -134,14 +133,34 @@ def test_per_domain_interval_spaces_requests_and_the_pace_follows_the_backlog(si
     assert slowed.pace == 8 and "pace ×8" in slowed.summary()
 
 
-def test_a_list_of_urls_and_an_html_error_page_are_told_apart(site, tmp_path):
+def test_dead_links_and_bad_urls_are_given_up_at_once_without_pausing_the_source(site, tmp_path):
     url = site.publish("x", corpus_file("html/plos_one_article.html"), path="/docs/article.html")
-    missing = site.url + "/docs/missing.pdf"
-    pass_, store, _kb = collector(tmp_path, urls=[url, missing])
+    missing, broken = site.url + "/docs/missing.pdf", "http://[::1/not-a-url"
+    pass_, store, _kb = collector(tmp_path, urls=[missing, broken, site.url + "/docs/gone.pdf", url])
     report = pass_.run()
-    assert report.collected == ["collected/trials/article.html"]
+    assert report.collected == ["collected/trials/article.html"], report.summary()
     state = load_state(store, "trials")
-    assert "HTTP 404" in state.items[missing].reason or state.items[missing].attempts == 1
+    assert state.items[missing].outcome == "failed" and "HTTP 404" in state.items[missing].reason
+    assert state.items[broken].outcome == "failed" and "not a URL" in state.items[broken].reason
+    assert state.consecutive_failures == 0 and not state.paused  # three dead links are not a sick source
+    assert pass_.run().collected == [] and sum(r["path"] == "/docs/missing.pdf" for r in site.requests()) == 1
+
+
+def test_a_feed_address_serving_a_web_page_fails_and_relative_links_are_resolved(site, tmp_path):
+    page, _, _ = collector(tmp_path, feed=site.url + "/docs/page.html")
+    site.publish("page", corpus_file("html/plos_one_article.html"), path="/docs/page.html")
+    report = page.run()
+    assert report.failures and "not a readable RSS/Atom feed" in report.failures[0]
+
+    relative = tmp_path / "relative.xml"  # a feed whose links are relative to its own address
+    relative.write_text(
+        '<?xml version="1.0"?><rss version="2.0"><channel><title>t</title><item><guid>r1</guid>'
+        "<link>/docs/PMC1216327.pdf</link></item></channel></rss>"
+    )
+    site.publish("feed", relative, path="/relative.xml")
+    site.publish("pdf", corpus_file("rct/PMC1216327.pdf"))
+    feed, _, _ = collector(tmp_path / "second", feed=site.url + "/relative.xml")
+    assert feed.run().collected == ["collected/trials/PMC1216327.pdf"]
 
 
 def test_sources_file_errors_name_the_source(tmp_path):
@@ -153,6 +172,25 @@ def test_sources_file_errors_name_the_source(tmp_path):
     path.write_text('[[source]]\nname = "a"\nurls = ["https://x/a.pdf"]\ntarget = "in"\n' * 2)
     with pytest.raises(SourcesError, match="unique"):
         load_sources(path)
+    path.write_text(
+        '[[source]]\nname = "a-b"\nurls = ["https://x/a.pdf"]\ntarget = "in"\n'
+        '[[source]]\nname = "a_b"\nurls = ["https://x/b.pdf"]\ntarget = "in"\n'
+    )
+    with pytest.raises(SourcesError, match="unique"):  # one sensor name, source_a_b, for both
+        load_sources(path)
     example = load_sources(Path(__file__).resolve().parents[1] / "seeds" / "sources.example.toml")
-    assert example and all(source.min_domain_interval_seconds >= 300 for source in example)
-    assert json.dumps([s.model_dump() for s in example])
+    assert [s.sensor_name for s in example] == ["source_pubmed_diabetes_rcts", "source_europepmc_open_access_rcts"]
+    assert all(source.min_domain_interval_seconds >= 300 and source.feed for source in example)
+
+
+def test_a_broken_sources_file_stops_no_other_part_of_the_pipeline(tmp_path, settings_for):
+    from atlas_pipeline.definitions import build_definitions
+
+    broken = tmp_path / "sources.toml"
+    broken.write_text("[[source]]\nname = ")
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    defs = build_definitions(settings_for(kb, sources=str(broken)))
+    sensor = defs.resolve_sensor_def("sources_file_error")
+    assert "not valid TOML" in sensor.description
+    assert defs.resolve_sensor_def("knowledge_base_sensor") is not None

@@ -93,9 +93,8 @@ def main() -> None:
             docs = documents(texts, size)
             with tempfile.TemporaryDirectory() as folder:
                 if backend == "sqlite":
-                    index = SqliteIndex(str(Path(folder) / "search.sqlite"))
-                    indexing, results = measure(index, docs, args.repeat)
-                    index.close()
+                    with SqliteIndex(str(Path(folder) / "search.sqlite")) as index:
+                        indexing, results = measure(index, docs, args.repeat)
                 else:
                     from atlas_pipeline.search.postgres import PostgresIndex
                     from atlas_pipeline_tests.servers import create_database, postgres_server
@@ -106,9 +105,8 @@ def main() -> None:
                             f"postgresql+psycopg2://{env['DAGSTER_PG_USERNAME']}:{env['DAGSTER_PG_PASSWORD']}@"
                             f"{env['DAGSTER_PG_HOST']}:{env['DAGSTER_PG_PORT']}/{env['DAGSTER_PG_DB']}"
                         )
-                        index = PostgresIndex(url)
-                        indexing, results = measure(index, docs, args.repeat)
-                        index.close()
+                        with PostgresIndex(url) as index:
+                            indexing, results = measure(index, docs, args.repeat)
             indexing_rows.append([backend, size, round(indexing, 1), round(size / indexing, 1)])
             for name, (median, p95, hits) in results.items():
                 key = (backend, name)

@@ -4,6 +4,7 @@ import dagster as dg
 
 from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
 from atlas_pipeline.knowledge.duplicates import Member
 from atlas_pipeline.outputs.completion import quality_table, summarise
@@ -35,14 +36,16 @@ AGGREGATE_CONDITION = (
 )
 def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     store = atlas.store()
+    catalog = load_catalog(store)
     members = []
     for state in atlas.document_states(context.instance):
         parse = state.parse
         if state.source_removed or parse is None or parse.problem or not parse.text_path:
             continue
-        fingerprint = load_fingerprint(store, parse.sha256, parse.text_path)
+        fingerprint = load_fingerprint(store, parse.sha256, parse.parser, parse.text_path)
         if fingerprint is not None:
-            members.append(Member(state.key, fingerprint, parse.media_type or ""))
+            entry = catalog.entries.get(state.key)
+            members.append(Member(state.key, fingerprint, parse.media_type or "", entry.first_seen if entry else ""))
     result = compute_groups(store, members)
     for group in result.groups:
         context.log.info(
@@ -132,11 +135,8 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     "or status changed are re-indexed; removed sources are dropped. `atlas search QUERY`, or the review page.",
 )
 def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    index = atlas.search_index(context.instance)
-    try:
+    with atlas.search_index(context.instance) as index:
         report = refresh_index(index, atlas.store(), atlas.document_states(context.instance))
-    finally:
-        index.close()
     context.log.info(report.summary())
     return dg.MaterializeResult(
         metadata={

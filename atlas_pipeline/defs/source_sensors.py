@@ -8,7 +8,8 @@ import dagster as dg
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.sources.collector import Collector, Politeness
-from atlas_pipeline.sources.config import Source, load_sources, sources_file
+from atlas_pipeline.sources.config import Source, SourcesError, load_sources, sources_file
+from atlas_pipeline.sources.state import PAUSE_AFTER_FAILURES
 from atlas_pipeline.store.files import Store
 
 BACKLOG_STATUSES = [
@@ -41,12 +42,13 @@ def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDef
     where = source.feed or f"{len(source.urls)} URL(s)"
 
     @dg.sensor(
-        name=f"source_{source.name.replace('-', '_')}",
+        name=source.sensor_name,
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=settings.sources_interval_seconds,
         description=f"Collects {source.kind} {where} into {source.target}/ of the knowledge base (robots.txt, "
-        f"conditional GET, ≥ {source.min_domain_interval_seconds:g} s between requests to a domain; paused after 3 "
-        "failures in a row — `atlas sources resume` — and slowed while the extraction backlog is long).",
+        f"conditional GET, ≥ {source.min_domain_interval_seconds:g} s between requests to a domain; paused after "
+        f"{PAUSE_AFTER_FAILURES} failures in a row — `atlas sources resume` — and slowed while the extraction backlog "
+        "is long).",
     )
     def source_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SkipReason:
         collector = Collector(source, atlas.store(), Store(atlas.knowledge_base), politeness(settings))
@@ -62,5 +64,26 @@ def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDef
     return source_sensor
 
 
+def sources_error_sensor(error: SourcesError) -> dg.SensorDefinition:
+    """A sources file that cannot be used stops no other part of the pipeline: this sensor says what is wrong on
+    every tick (and ``atlas sources`` / ``atlas status`` print it)."""
+
+    @dg.sensor(
+        name="sources_file_error",
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=300,
+        description=f"No source collects: {error}",
+    )
+    def sources_file_error(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        context.log.error(str(error))
+        return dg.SkipReason(f"no source collects: {error}")
+
+    return sources_file_error
+
+
 def build_source_sensors(settings: AtlasSettings) -> list[dg.SensorDefinition]:
-    return [build_source_sensor(source, settings) for source in declared_sources(settings)]
+    try:
+        sources = declared_sources(settings)
+    except SourcesError as error:
+        return [sources_error_sensor(error)]
+    return [build_source_sensor(source, settings) for source in sources]

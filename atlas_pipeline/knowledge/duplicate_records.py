@@ -8,7 +8,14 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from atlas_pipeline.knowledge.duplicates import Fingerprint, Group, Member, fingerprint, group_duplicates
+from atlas_pipeline.knowledge.duplicates import (
+    Fingerprint,
+    Group,
+    Member,
+    duplicate_of,
+    fingerprint,
+    group_duplicates,
+)
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DUPLICATE_GROUPS_PATH, DUPLICATE_SPLITS_PATH, fingerprint_path
 
@@ -28,9 +35,10 @@ class DuplicateGroups(BaseModel):
     duplicate_of: dict[str, tuple[str, str]] = Field(default_factory=dict)
 
 
-def load_fingerprint(store: Store, sha256: str, text_path: str) -> Fingerprint | None:
-    """The fingerprint of a parsed text, computed once per text (None when the text is not there)."""
-    cached = store.read_json_or(fingerprint_path(sha256), None)
+def load_fingerprint(store: Store, sha256: str, parser: str, text_path: str) -> Fingerprint | None:
+    """The fingerprint of a parsed text, computed once per text — per bytes and parser (None when the text is not
+    there)."""
+    cached = store.read_json_or(fingerprint_path(sha256, parser), None)
     if cached:
         return Fingerprint.from_json(cached)
     try:
@@ -38,7 +46,7 @@ def load_fingerprint(store: Store, sha256: str, text_path: str) -> Fingerprint |
     except FileNotFoundError:
         return None
     value = fingerprint(sha256, text)
-    store.write_json(fingerprint_path(sha256), value.to_json())
+    store.write_json(fingerprint_path(sha256, parser), value.to_json())
     return value
 
 
@@ -78,7 +86,7 @@ def compute_groups(store: Store, members: Iterable[Member]) -> DuplicateGroups:
         computed_at=time.time(),
         documents=len(members),
         groups=[{"canonical": g.canonical, "members": g.members, "evidence": g.evidence} for g in groups],
-        duplicate_of={key: (g.canonical, why) for g in groups for key, why in g.evidence.items()},
+        duplicate_of=duplicate_of(groups),
     )
     store.write_json(DUPLICATE_GROUPS_PATH, result.model_dump(mode="json"))
     return result

@@ -5,7 +5,8 @@ Each text gets a ``Fingerprint``: its own DOI / PMCID / trial registrations (``e
 list excluded) and the set of its 5-word shingles (hashed). Candidates come from a MinHash LSH index (datasketch)
 and from shared identifiers; a pair is a duplicate when
 
-- it shares a DOI or PMCID and at least ``ID_CONTAINMENT`` of the shorter text's shingles, or
+- it shares a DOI or PMCID and at least ``ID_CONTAINMENT`` of the shorter text's shingles (or the shorter text is
+  too short to compare: under ``MIN_SHINGLES``, an abstract page, say), or
 - it shares a trial registration and at least ``REGISTRATION_CONTAINMENT`` (a protocol and its results paper share
   the registration, not the text), or
 - its DOIs do not conflict and the texts are near copies (Jaccard ≥ ``TEXT_JACCARD`` or containment ≥
@@ -13,8 +14,8 @@ and from shared identifiers; a pair is a duplicate when
   ``CONFLICT_CONTAINMENT``.
 
 Duplicates are grouped transitively; the canonical document of a group is the most complete version of record (not a
-preprint, then PDF over JATS over HTML over plain text, then the longest text, then the key). A person can split a
-document out of its group (``atlas duplicates split KEY``): it is then never grouped again until joined back.
+preprint, then PDF over JATS over HTML over plain text, then the longest text, then the one seen first). A person can
+split a document out of its group (``atlas duplicates split KEY``): it is then never grouped again until joined back.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ TEXT_CONTAINMENT = 0.8
 CONFLICT_CONTAINMENT = 0.9
 MIN_SHINGLES = 50  # shorter texts (an image, an error page) are compared by identifiers only
 PREPRINT_DOI_PREFIXES = ("10.1101/", "10.21203/", "10.2196/preprints", "10.20944/preprints", "10.31234/", "10.48550/")
-MEDIA_PRIORITY = {"application/pdf": 4, "application/jats+xml": 3, "text/html": 2, "text/markdown": 1}
+MEDIA_PRIORITY = {"application/pdf": 4, "application/jats+xml": 3, "text/html": 2, "text/markdown": 1, "text/plain": 1}
 REGISTRATIONS = ("nct", "isrctn", "actrn")
 _WORD = re.compile(r"[^\W_]+")
 
@@ -95,6 +96,7 @@ class Member:
     key: str
     fingerprint: Fingerprint
     media_type: str = ""
+    first_seen: str = ""  # when the knowledge base first had it (ISO time): the earlier copy stays canonical
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,12 @@ class Group:
     evidence: dict[str, str] = field(default_factory=dict)  # member key → why it is a duplicate of the canonical
 
 
-def _canonical_rank(member: Member) -> tuple:
+def _canonical_order(member: Member) -> tuple:
+    """Sorts the best canonical candidate first: not a preprint, PDF > JATS > HTML > text, the longest text, the
+    first seen, then the key."""
     fp = member.fingerprint
-    return (not fp.preprint, MEDIA_PRIORITY.get(member.media_type, 0), len(fp.shingles), member.key)
+    rank = (fp.preprint, -MEDIA_PRIORITY.get(member.media_type, 0), -len(fp.shingles))
+    return (*rank, member.first_seen or "~", member.key)
 
 
 def group_duplicates(members: Iterable[Member], splits: Iterable[str] = ()) -> list[Group]:
@@ -210,22 +215,18 @@ def group_duplicates(members: Iterable[Member], splits: Iterable[str] = ()) -> l
     for indexes in clusters.values():
         if len(indexes) < 2:
             continue
-        best = max(indexes, key=lambda i: _canonical_rank(members[i]))
+        best = min(indexes, key=lambda i: _canonical_order(members[i]))
         group = Group(canonical=members[best].key, members=[members[i].key for i in indexes])
         for i in indexes:
             if i == best:
                 continue
             direct = found.get((min(i, best), max(i, best)))
-            if direct is None:  # grouped through another member: say through which
-                via = next(
-                    (members[j].key for (a, b), _ in found.items() for j in (a, b) if i in (a, b) and j != i),
-                    "",
-                )
-                evidence = found.get((min(i, indexes[0]), max(i, indexes[0])))
-                text = f"through {via}" + (f" ({evidence.describe()})" if evidence else "")
-            else:
-                text = direct.describe()
-            group.evidence[members[i].key] = text
+            if direct is not None:
+                group.evidence[members[i].key] = direct.describe()
+                continue
+            # grouped through another member: name it and say why this one is the same work as it
+            j, evidence = next((b if a == i else a, e) for (a, b), e in found.items() if i in (a, b))
+            group.evidence[members[i].key] = f"same work as {members[j].key} ({evidence.describe()})"
         groups.append(group)
     return sorted(groups, key=lambda g: g.canonical)
 

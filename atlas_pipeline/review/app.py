@@ -459,19 +459,16 @@ async def search(request: Request) -> Response:
     hits, error, total = [], "", 0
     if query:
         try:
-            index = page.atlas.search_index(page.instance())
-            try:
+            with page.atlas.search_index(page.instance()) as index:
                 hits = index.search(query, limit=50, **filters)
-                total = len(index.marks())
-            finally:
-                index.close()
+                total = index.count()
         except Exception as problem:  # an index that cannot be opened: said on the page, never a stack trace
             error = f"search unavailable: {type(problem).__name__}: {problem}"
     return TEMPLATES.TemplateResponse(
         request,
         "search.html",
         {
-            "query": query,
+            "search_query": query,
             "filters": filters,
             "hits": hits,
             "total": total,

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from atlas_pipeline.search.entries import MATCH_END, MATCH_START, Hit, IndexedDocument
+from atlas_pipeline.search.entries import (
+    MATCH_END,
+    MATCH_START,
+    Hit,
+    IndexedDocument,
+    SearchIndexBase,
+    query_terms,
+)
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS atlas_search_documents (key TEXT PRIMARY KEY, mark TEXT, status TEXT,
@@ -19,7 +26,7 @@ ANALYZE_AFTER = 100
 MAX_BODY = 900_000  # a tsvector holds at most 1 MB: very long texts are indexed in their first part
 
 
-class PostgresIndex:
+class PostgresIndex(SearchIndexBase):
     backend = "postgres"
 
     def __init__(self, url: str) -> None:
@@ -41,10 +48,16 @@ class PostgresIndex:
             rows = connection.execute(self._sa.text("SELECT key, mark FROM atlas_search_documents"))
             return {key: mark for key, mark in rows}
 
+    def count(self) -> int:
+        with self._engine.connect() as connection:
+            return connection.execute(self._sa.text("SELECT count(*) FROM atlas_search_documents")).scalar_one()
+
     def upsert(self, documents: list[IndexedDocument]) -> None:
         text = self._sa.text
         with self._engine.begin() as connection:
             for doc in documents:
+                # two refreshes at once (the automation and `atlas run`) take turns per document: no double rows
+                connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": doc.key})
                 connection.execute(text("DELETE FROM atlas_search_parts WHERE key = :key"), {"key": doc.key})
                 connection.execute(
                     text(
@@ -89,16 +102,22 @@ class PostgresIndex:
                 connection.execute(self._sa.text("DELETE FROM atlas_search_documents WHERE key = :key"), {"key": key})
 
     def search(self, query: str, status: str = "", field: str = "", source: str = "", limit: int = 20) -> list[Hit]:
-        if not query.strip():
+        terms = query_terms(query)
+        if not terms or limit < 1:
             return []
+        # every word, and every "quoted phrase" as a phrase, must match; what people type is never an operator
+        pieces = [
+            f"{'phraseto_tsquery' if ' ' in term.strip() else 'plainto_tsquery'}('english', :t{n})"
+            for n, term in enumerate(terms)
+        ]
         sql = (
-            "WITH q AS (SELECT websearch_to_tsquery('english', :query) AS query), "
+            f"WITH q AS (SELECT ({' && '.join(pieces)}) AS query), "
             "ranked AS (SELECT p.key, d.title, d.status, d.source, p.part, p.field, p.body, "
             "ts_rank_cd(p.tsv, q.query) AS score, "
             "row_number() OVER (PARTITION BY p.key ORDER BY ts_rank_cd(p.tsv, q.query) DESC) AS n "
             "FROM atlas_search_parts p JOIN atlas_search_documents d ON d.key = p.key, q WHERE p.tsv @@ q.query"
         )
-        args: dict = {"query": query, "limit": limit, "options": HEADLINE}
+        args: dict = {"limit": limit, "options": HEADLINE, **{f"t{n}": term for n, term in enumerate(terms)}}
         for column, name, value in (("d.status", "status", status), ("d.source", "source", source)):
             if value:
                 sql += f" AND {column} = :{name}"

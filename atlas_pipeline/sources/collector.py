@@ -1,10 +1,11 @@
 """One collection pass of one source: read the feed when it is due (conditional GET), queue the new items, download
 what the pace allows, write each document into the knowledge base with its provenance, and keep the source's health.
 
-A failed request (timeout, HTTP error, oversize, unreadable feed) counts against the source; after
-``PAUSE_AFTER_FAILURES`` in a row the source is paused with the reason until a person resumes it
-(``atlas sources resume NAME``). A URL robots.txt disallows is recorded as such and never fetched — that is the site's
-wish, not a failure.
+A failed request that may work later (a timeout, a server error, a network error, an unreadable feed) counts against
+the source; after ``PAUSE_AFTER_FAILURES`` in a row the source is paused with the reason until a person resumes it
+(``atlas sources resume NAME``). An item that cannot work (404, a file over the size limit, not a URL) is given up at
+once with its reason and does not count against the source. An item URL robots.txt disallows is recorded as such and
+never fetched — the site's wish, not a failure; a *feed* robots.txt disallows does count (the source cannot work).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import posixpath
 import re
 import time
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from atlas_pipeline.parsing.errors import DocumentError
 from atlas_pipeline.parsing.media import HTML, IMAGE_TYPES, JATS, MARKDOWN, PDF, TEXT, detect_media_type
@@ -86,14 +87,16 @@ class PassReport:
         return " ".join(parts).replace(" ,", ",")
 
 
-def feed_items(body: bytes) -> list[tuple[str, str, str]]:
+def feed_items(body: bytes, base_url: str = "") -> list[tuple[str, str, str]]:
     """(id, document URL, title) of every entry of an RSS or Atom feed, in feed order. The document URL is a PDF
-    enclosure or link when the entry has one, else its link. ``FetchError`` when the body is not a feed."""
+    enclosure or link when the entry has one, else its link, made absolute against ``base_url``. ``FetchError``
+    when the body is not a feed (an HTML page at the feed's address, say)."""
     import feedparser  # only collectors need it
 
     parsed = feedparser.parse(body)
-    if parsed.bozo and not parsed.entries:
-        raise FetchError(f"not a readable RSS/Atom feed ({type(parsed.bozo_exception).__name__})")
+    if not parsed.version and not parsed.entries:
+        why = type(parsed.bozo_exception).__name__ if parsed.bozo else "no RSS or Atom root element"
+        raise FetchError(f"not a readable RSS/Atom feed ({why})")
     items = []
     for entry in parsed.entries:
         links = entry.get("links", [])
@@ -101,7 +104,8 @@ def feed_items(body: bytes) -> list[tuple[str, str, str]]:
         url = pdf or entry.get("link") or next((link.get("href") for link in links), None)
         if not url:
             continue
-        items.append((str(entry.get("id") or url), str(url), str(entry.get("title") or "")))
+        url = urljoin(base_url, str(url)) if base_url else str(url)
+        items.append((str(entry.get("id") or url), url, str(entry.get("title") or "")))
     return items
 
 
@@ -113,21 +117,15 @@ def _file_name(url: str, title: str, media_type: str) -> str:
     return stem + EXTENSIONS.get(media_type, ".bin")
 
 
-def _write_document(kb: Store, source: Source, item: Item, body: bytes, media_type: str) -> tuple[str, bool]:
-    """Write into the target folder under a name from the URL; another file already there under that name keeps
-    it (the new one gets its hash in the name). Returns (path, written)."""
-    sha = hashlib.sha256(body).hexdigest()
+def _document_path(kb: Store, source: Source, item: Item, body: bytes, sha: str, media_type: str) -> str:
+    """Where the document goes: the target folder under a name from the URL; another file already there under that
+    name keeps it (the new one gets its hash in the name); the same bytes already there are that path."""
     name = _file_name(item.url, item.title, media_type)
     path = f"{source.target}/{name}"
-    if kb.exists(path):
-        if hashlib.sha256(kb.read_bytes(path)).hexdigest() == sha:
-            return path, False
+    if kb.exists(path) and hashlib.sha256(kb.read_bytes(path)).hexdigest() != sha:
         stem, extension = posixpath.splitext(name)
         path = f"{source.target}/{stem}-{sha[:10]}{extension}"
-        if kb.exists(path):
-            return path, False
-    kb.write_bytes(path, body)
-    return path, True
+    return path
 
 
 class Collector:
@@ -151,7 +149,6 @@ class Collector:
         factor = pace_factor(backlog, self.politeness.backlog_threshold)
         state.pace = report.pace = factor
         domains = load_domains(self.store)
-        before = domains.model_copy(deep=True)
         client = PoliteClient(
             self.politeness.user_agent, self.source.timeout_seconds, self.politeness.max_bytes, domains.robots
         )
@@ -161,7 +158,7 @@ class Collector:
                 self._download(client, state, domains, report, factor)
         finally:
             save_state(self.store, self.source.name, state)
-            save_domains(self.store, domains, before)
+            save_domains(self.store, domains)
         report.waiting = len(state.queue())
         report.paused = state.paused_reason if state.paused else ""
         return report
@@ -189,7 +186,7 @@ class Collector:
             if answer.not_modified:
                 report.polled = "not modified"
             else:
-                for item_id, url, title in feed_items(answer.body):
+                for item_id, url, title in feed_items(answer.body, answer.url):
                     if item_id not in state.items:
                         state.items[item_id] = Item(url=url, title=title, found_at=now)
                         report.queued += 1
@@ -226,6 +223,9 @@ class Collector:
                 continue
             except FetchError as error:
                 report.failures.append(str(error))
+                if error.permanent:  # a dead link or an oversize file: the item, not the source, is the problem
+                    item.outcome, item.reason = "failed", str(error)
+                    continue
                 state.record_failure(str(error))
                 if item.attempts >= PAUSE_AFTER_FAILURES:
                     item.outcome, item.reason = "failed", f"{item.attempts} attempts; last: {error}"
@@ -233,10 +233,10 @@ class Collector:
             if media_type not in EXTENSIONS:
                 item.outcome, item.reason = "not_a_document", f"unsupported content ({media_type})"
                 continue
-            path, _ = _write_document(self.kb, self.source, item, answer.body, media_type)
             sha = hashlib.sha256(answer.body).hexdigest()
+            path = _document_path(self.kb, self.source, item, answer.body, sha, media_type)
             collected_at = time.time()
-            self.store.write_json(
+            self.store.write_json(  # first: whoever reads the document finds where it came from
                 provenance_path(sha),
                 {
                     "source": self.source.name,
@@ -248,6 +248,8 @@ class Collector:
                     "content_type": answer.content_type,
                 },
             )
+            if not self.kb.exists(path):
+                self.kb.write_bytes(path, answer.body)
             item.outcome, item.path, item.sha256, item.collected_at = "collected", path, sha, collected_at
             state.record_success(collected_at)
             report.collected.append(path)

@@ -82,6 +82,10 @@ class Source(BaseModel):
     def kind(self) -> str:
         return "feed" if self.feed else "urls"
 
+    @property
+    def sensor_name(self) -> str:
+        return "source_" + self.name.replace("-", "_").lower()
+
 
 def load_sources(path: str | Path) -> list[Source]:
     """Every source of the file; ``SourcesError`` for an unreadable file, an invalid source or a repeated name."""
@@ -105,10 +109,10 @@ def load_sources(path: str | Path) -> list[Source]:
                 f"{'.'.join(map(str, item['loc'])) or 'source'}: {item['msg']}" for item in error.errors()
             )
             raise SourcesError(f"{path}: source {label}: {problems}") from None
-    names = [source.name for source in sources]
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    names = [source.sensor_name for source in sources]
+    repeated = sorted({s.name for s in sources if names.count(s.sensor_name) > 1})
     if repeated:
-        raise SourcesError(f"{path}: source names must be unique: {', '.join(repeated)}")
+        raise SourcesError(f"{path}: source names must be unique (ignoring case, '-' and '_'): {', '.join(repeated)}")
     return sources
 
 

@@ -14,11 +14,24 @@ ROBOTS_TTL_SECONDS = 24 * 3600
 
 
 class FetchError(RuntimeError):
-    """A request that did not give a usable answer; the message says why (status, timeout, size, robots)."""
+    """A request that did not give a usable answer; the message says why (status, timeout, size, robots).
+    ``permanent``: asking again will not help (404, 410, a body over the limit, a URL that is not one) — the item
+    is given up at once and the source's health is not at stake; otherwise (timeouts, 5xx, network) it is."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class DisallowedError(FetchError):
     """robots.txt of the site does not let this User-Agent fetch the URL: never retried as a failure."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, permanent=True)
+
+
+TRANSIENT_STATUSES = frozenset({408, 425, 429})
+MAX_ROBOTS_BYTES = 500_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +51,11 @@ class Fetched:
 
 
 def domain_of(url: str) -> str:
-    parts = urlsplit(url)
+    """``scheme://host[:port]`` of a URL ("" for one that cannot be split: it is refused when fetched)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
@@ -79,21 +96,29 @@ class PoliteClient:
         cached = self.robots.get(domain)
         if cached is None or time.time() - cached[1] > ROBOTS_TTL_SECONDS:
             try:
-                response = self._client.get(f"{domain}/robots.txt")
+                with self._client.stream("GET", f"{domain}/robots.txt") as response:
+                    status = response.status_code
+                    body = b""
+                    for chunk in response.iter_bytes():
+                        body += chunk
+                        if len(body) > MAX_ROBOTS_BYTES:  # Google's limit: the rest is not read
+                            break
             except httpx.TimeoutException as error:
                 raise FetchError(f"robots.txt of {domain} timed out ({type(error).__name__})") from error
-            except httpx.HTTPError as error:
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as error:
                 raise FetchError(f"robots.txt of {domain} cannot be read: {type(error).__name__}: {error}") from error
-            if response.status_code >= 500:
-                raise FetchError(f"robots.txt of {domain} answered HTTP {response.status_code}")
-            text = response.text if response.status_code == 200 else ""  # 4xx: no rules
-            cached = (text[:500_000], time.time())
+            if status >= 500 or status in TRANSIENT_STATUSES:
+                raise FetchError(f"robots.txt of {domain} answered HTTP {status}")
+            text = body.decode("utf-8", "replace") if status == 200 else ""  # 4xx: no rules
+            cached = (text, time.time())
             self.robots[domain] = cached
         return Protego.parse(cached[0]).can_fetch(url, self.user_agent)
 
     def get(self, url: str, etag: str = "", last_modified: str = "") -> Fetched:
         """GET ``url`` (conditional when validators are given); ``DisallowedError`` when robots.txt forbids it,
         ``FetchError`` for a timeout, a network error, an HTTP error status or a body over the size limit."""
+        if not url.startswith(("http://", "https://")) or not domain_of(url):
+            raise FetchError(f"{url!r} is not a URL that can be fetched", permanent=True)
         if not self.allowed(url):
             raise DisallowedError(f"robots.txt of {domain_of(url)} disallows {urlsplit(url).path or '/'}")
         headers = {}
@@ -105,17 +130,23 @@ class PoliteClient:
             with self._client.stream("GET", url, headers=headers) as response:
                 if response.status_code == 304:
                     return Fetched(url=str(response.url), status=304, etag=etag, last_modified=last_modified)
-                if response.status_code >= 400:
-                    raise FetchError(f"{url} answered HTTP {response.status_code}")
+                status = response.status_code
+                if status >= 400:
+                    permanent = status < 500 and status not in TRANSIENT_STATUSES
+                    raise FetchError(f"{url} answered HTTP {status}", permanent=permanent)
                 declared = response.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > self.max_bytes:
-                    raise FetchError(f"{url} is {int(declared):,} bytes, over the limit of {self.max_bytes:,}")
+                    raise FetchError(
+                        f"{url} is {int(declared):,} bytes, over the limit of {self.max_bytes:,}", permanent=True
+                    )
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > self.max_bytes:
-                        raise FetchError(f"{url} is over the limit of {self.max_bytes:,} bytes (stopped reading)")
+                        raise FetchError(
+                            f"{url} is over the limit of {self.max_bytes:,} bytes (stopped reading)", permanent=True
+                        )
                     chunks.append(chunk)
                 return Fetched(
                     url=str(response.url),
@@ -127,5 +158,7 @@ class PoliteClient:
                 )
         except httpx.TimeoutException as error:
             raise FetchError(f"{url} timed out ({type(error).__name__})") from error
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
+            raise FetchError(f"{url} is not a URL that can be fetched: {error}", permanent=True) from error
         except httpx.HTTPError as error:
             raise FetchError(f"{url}: {type(error).__name__}: {error}") from error

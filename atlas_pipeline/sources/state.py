@@ -79,13 +79,14 @@ def load_domains(store: Store) -> Domains:
     return Domains.model_validate(store.read_json_or(SOURCE_DOMAINS_PATH, {}))
 
 
-def save_domains(store: Store, domains: Domains, before: Domains) -> None:
-    """Merge with what other sources wrote meanwhile (latest time per domain wins)."""
+def save_domains(store: Store, domains: Domains) -> None:
+    """Merge with what other sources wrote meanwhile: the latest request time and the newest robots.txt per domain."""
     current = load_domains(store)
     for domain, at in domains.last_request.items():
-        if at > current.last_request.get(domain, 0.0) or at != before.last_request.get(domain):
-            current.last_request[domain] = max(at, current.last_request.get(domain, 0.0))
-    current.robots.update(domains.robots)
+        current.last_request[domain] = max(at, current.last_request.get(domain, 0.0))
+    for domain, (text, fetched) in domains.robots.items():
+        if fetched > current.robots.get(domain, ("", 0.0))[1]:
+            current.robots[domain] = (text, fetched)
     store.write_json(SOURCE_DOMAINS_PATH, current.model_dump(mode="json"))
 
 

@@ -18,7 +18,7 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     sources/<name>/state.json                      a collector's memory: feed validators, items seen, failures, pause
     sources/domains.json                           when each domain was last asked, robots.txt texts (all sources)
     sources/provenance/<ab>/<sha256>.json          where a collected document came from (source, URL, fetched at)
-    duplicates/fingerprints/<ab>/<sha256>.json     a text's identifiers and shingle sketch (derived, cached)
+    duplicates/fingerprints/<parser>/<ab>/<sha>.json  a text's identifiers and shingles (derived, cached)
     duplicates/groups.json                         documents recognised as one work: canonical, members, evidence
     duplicates/splits.json                         groups a person split (kept: a decision, never derived)
 
@@ -119,8 +119,8 @@ def provenance_path(sha256: str) -> str:
     return f"{SOURCES}/provenance/{sha256[:2]}/{sha256}.json"
 
 
-def fingerprint_path(sha256: str) -> str:
-    return f"{FINGERPRINTS}/{sha256[:2]}/{sha256}.json"
+def fingerprint_path(sha256: str, parser: str) -> str:
+    return f"{FINGERPRINTS}/{parser}/{sha256[:2]}/{sha256}.json"
 
 
 def export_path(stem: str, fmt: str) -> str:
