@@ -11,6 +11,7 @@ LLM answers cached: the work is not done twice.
 from __future__ import annotations
 
 import time
+from datetime import UTC
 
 import dagster as dg
 from dagster._core.storage.tags import (
@@ -22,7 +23,10 @@ from dagster._core.storage.tags import (
 from atlas_pipeline.defs.partitions import documents_partitions
 
 DOCUMENT_JOBS = ("document_job", "document_batch_job", "review_job")
-ACTIVE = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+ACTIVE = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+# a run created a moment ago and about to start counts too (two `atlas run` at once: the older may not have started
+# when the younger looks); one left NOT_STARTED longer than this was never launched and blocks nothing
+NOT_STARTED_GRACE_SECONDS = 120.0
 POLL_SECONDS = 1.0
 MAX_WAIT_SECONDS = 3600.0  # a run that never ends (its process lost, not yet reaped) does not block for ever
 
@@ -47,6 +51,13 @@ def older_runs_on(instance: dg.DagsterInstance, run_id: str, keys: list[str]) ->
     for record in instance.get_run_records(dg.RunsFilter(statuses=ACTIVE, job_name=None)):
         run = record.dagster_run
         if run.run_id == run_id or run.job_name not in DOCUMENT_JOBS:
+            continue
+        created = record.create_timestamp
+        created = created if created.tzinfo else created.replace(tzinfo=UTC)  # stored as UTC
+        if (
+            run.status == dg.DagsterRunStatus.NOT_STARTED
+            and time.time() - created.timestamp() > NOT_STARTED_GRACE_SECONDS
+        ):
             continue
         older = (record.create_timestamp, run.run_id) < (own.create_timestamp, run_id)
         if older and wanted & _documents_of(run, order):
