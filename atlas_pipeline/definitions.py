@@ -7,7 +7,12 @@ from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.review_assets import document_review
-from atlas_pipeline.defs.sensors import build_automation_sensor, build_knowledge_base_sensor, build_review_sensor
+from atlas_pipeline.defs.sensors import (
+    build_automation_sensor,
+    build_freshness_sensor,
+    build_knowledge_base_sensor,
+    build_review_sensor,
+)
 from atlas_pipeline.defs.source_sensors import build_source_sensors
 from atlas_pipeline.ops.executors import build_executor
 from atlas_pipeline.ops.redaction import install_log_redaction
@@ -33,6 +38,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
             build_knowledge_base_sensor(settings, version),
             build_review_sensor(settings),
             build_automation_sensor(settings),
+            build_freshness_sensor(settings),
             *build_source_sensors(settings),
         ],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},

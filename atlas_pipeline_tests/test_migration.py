@@ -65,7 +65,7 @@ def test_embedded_deployment_moves_to_postgres_and_s3_without_loss(tmp_path, kno
         f"store s3://atlas-new/artifacts: {len(checksums)} objects verified by sha256 ({len(checksums)} copied" in out
     )
     assert "documents: 4 before, 4 after, 0 with another status/reason" in out
-    assert "search index: 2 document(s) indexed in postgres" in out and "old sqlite index held 2" in out
+    assert "search index: 2 document(s) indexed in postgres" in out and "old deployment's index: 2 in sqlite" in out
     assert "DIFFERENT" not in out and "migrated without loss" in out
     found = run_atlas("search", "renal colic", env={**new_deployment, **old_kb(old)}, cwd=tmp_path)
     assert found.returncode == 0 and "PMC3508963.pdf" in found.stdout and "(postgres," in found.stdout, found.stdout

@@ -110,7 +110,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
 
         page.goto(site + "/")
         page.fill("#reviewer-name", "Ana Reviewer")
-        page.click("header form button")
+        page.click('header form[action="/reviewer"] button')
         row = page.locator(f'tr[data-key="{KEY}"]')
         assert row.locator("[data-status]").inner_text() == "done"
         _shoot(page, "review-documents.png")
@@ -138,8 +138,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
             rows = pl.read_parquet(path).filter((pl.col("document_key") == KEY) & (pl.col("field") == "p_value"))
             return rows.height and rows["provenance"][0] == "reviewer_approved"
 
-        # one decision at a time through the sensors: a decision merged while the aggregates are being written waits
-        # for the next change (a known race, in the closing note)
+        # a decision merged while the aggregates are being written is caught up by aggregates_freshness_sensor
         _wait("the approval in the exports", approved_in_exports, log)
 
         page.click("#field-n_control a >> nth=0")
@@ -191,6 +190,17 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
             log,
         )
         assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in review_runs)
+
+        # the header's search box: the corrected value is found, and leads to the document's review
+        _wait("the search index", lambda: latest_metadata(instance, "search_index"), log)
+        page.fill("header input[name=q]", '"grape juice"')
+        page.press("header input[name=q]", "Enter")
+        page.wait_for_selector("table.hits")
+        hit = page.locator(f'table.hits a[href="/documents/{KEY}"]')
+        assert hit.count() == 1 and page.locator("table.hits mark").count() >= 1
+        _shoot(page, "review-search.png")
+        hit.click()
+        assert page.inner_text("#selected-field")
 
         # a document uploaded on the page lands in the knowledge base; its status changes on the list as it runs
         page.goto(site + "/")

@@ -1,8 +1,10 @@
 """Aggregates over every known document: task completion and the exports. They keep themselves current."""
 
+import time
+
 import dagster as dg
 
-from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME
+from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME, STATES_READ_AT
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
@@ -35,6 +37,7 @@ AGGREGATE_CONDITION = (
     "per text, so a new document costs one fingerprint. `atlas duplicates split KEY` undoes a wrong grouping.",
 )
 def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    read_at = time.time()
     store = atlas.store()
     catalog = load_catalog(store)
     members = []
@@ -57,6 +60,7 @@ def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) ->
     )
     return dg.MaterializeResult(
         metadata={
+            STATES_READ_AT: read_at,
             "documents": result.documents,
             "groups": len(result.groups),
             "duplicates": len(result.duplicate_of),
@@ -77,6 +81,7 @@ def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) ->
     "per field and tier.",
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    read_at = time.time()
     store = atlas.store()
     states = atlas.document_states(context.instance)
     completion = summarise(states)
@@ -85,6 +90,7 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
         context.log.info(line)
     return dg.MaterializeResult(
         metadata={
+            STATES_READ_AT: read_at,
             "total": completion.total,
             **{f"count_{status}": count for status, count in completion.counts.items()},
             "completion_rate": completion.completion_rate,
@@ -114,10 +120,12 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     "typed column per field), and what the decisions teach.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    read_at = time.time()
     states = atlas.document_states(context.instance)
     paths = write_exports(atlas.exports_store(), states, summarise(states), atlas.load_template())
     return dg.MaterializeResult(
         metadata={
+            STATES_READ_AT: read_at,
             "documents": len(states),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
         }
@@ -135,11 +143,13 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     "or status changed are re-indexed; removed sources are dropped. `atlas search QUERY`, or the review page.",
 )
 def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    read_at = time.time()
     with atlas.search_index(context.instance) as index:
         report = refresh_index(index, atlas.store(), atlas.document_states(context.instance))
     context.log.info(report.summary())
     return dg.MaterializeResult(
         metadata={
+            STATES_READ_AT: read_at,
             "backend": index.backend,
             "location": index.location,
             "documents": report.indexed,

@@ -13,4 +13,6 @@ EXTRACTION_ASSET_NAME = "document_extraction"
 REVIEW_ASSET_NAME = "document_review"
 # over every document
 AGGREGATE_ASSET_NAMES = ("duplicate_groups", "task_completion", "extraction_exports", "search_index")
+# metadata key of the aggregates: when they read the document states (a document landing later is not in them)
+STATES_READ_AT = "states_read_at"
 EVALUATION_ASSET_NAME = "extraction_evaluation"  # an aggregate too, when a gold file is configured (ATLAS_GOLD)

@@ -17,6 +17,7 @@ from atlas_pipeline.defs.asset_names import (
     DOCUMENT_ASSET_NAMES,
     EXTRACTION_ASSET_NAME,
     REVIEW_ASSET_NAME,
+    STATES_READ_AT,
 )
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
@@ -192,6 +193,30 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
         if entry.sha256 and str(made_from).startswith(entry.sha256):
             done.add(entry.key)
     return done
+
+
+def aggregates_behind(instance: dg.DagsterInstance, names: tuple[str, ...] = AGGREGATE_ASSET_NAMES) -> float | None:
+    """The time of the newest extraction or review when it landed *while* an aggregate was being computed — after
+    the aggregate read the document states, before it was materialised — else None.
+
+    The automation condition counts such a document as handled by that run, though the run never saw it; one that
+    lands after the materialisation is the automation's to handle (no second refresh is asked for it here)."""
+    newest = [
+        event.timestamp
+        for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME)
+        if (event := instance.get_latest_materialization_event(dg.AssetKey(name))) is not None
+    ]
+    if not newest:
+        return None
+    landed = max(newest)
+    for name in names:
+        event = instance.get_latest_materialization_event(dg.AssetKey(name))
+        if event is None or event.asset_materialization is None:
+            continue  # never made yet: the automation condition makes it
+        value = event.asset_materialization.metadata.get(STATES_READ_AT)
+        if value is not None and float(value.value) < landed <= event.timestamp:
+            return landed
+    return None
 
 
 def aggregates_up_to_date(

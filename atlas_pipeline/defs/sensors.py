@@ -7,7 +7,8 @@ import json
 import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
-from atlas_pipeline.defs.document_states import already_extracted
+from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
+from atlas_pipeline.defs.document_states import aggregates_behind, already_extracted
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -157,6 +158,39 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         )
 
     return review_sensor
+
+
+ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="aggregates_freshness_sensor",
+        jobs=[aggregates_job],
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.automation_interval_seconds,
+        description="Catches the aggregates up when an extraction or a review landed while they were being computed "
+        "(the automation counts it as handled by that run, which had read the states before): requests the "
+        "aggregates again once nothing refreshes them.",
+    )
+    def aggregates_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        behind = aggregates_behind(context.instance)
+        if behind is None:
+            return dg.SensorResult(skip_reason="the aggregates include every document that landed")
+        for record in context.instance.get_run_records(dg.RunsFilter(statuses=ACTIVE), limit=200):
+            run = record.dagster_run
+            selection = {key.to_user_string() for key in run.asset_selection or ()}
+            if run.job_name == aggregates_job.name or selection & set(AGGREGATE_ASSET_NAMES):
+                return dg.SensorResult(skip_reason=f"run {run.run_id[:8]} is refreshing the aggregates")
+        context.log.info("a document landed while the aggregates were computed: refreshing them")
+        return dg.SensorResult(run_requests=[dg.RunRequest(run_key=f"catch-up:{behind}", job_name=aggregates_job.name)])
+
+    return aggregates_freshness_sensor
 
 
 def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:
