@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -331,15 +332,63 @@ def command_dev(args: argparse.Namespace) -> int:
     with dg.DagsterInstance.get():  # storage created once, before Dagster and the review page open it side by side
         pass
     review = [sys.executable, "-m", "atlas_pipeline.cli", "review", "--port", str(settings.review_port)]
-    subprocess.Popen(review, env=environment)  # same process group: Ctrl-C stops it with Dagster
     print(
         f"Dagster UI on http://{args.host}:{args.port} with the daemon (instance {home}), the review page on "
         f"http://127.0.0.1:{settings.review_port}; Ctrl-C stops them all",
         flush=True,
     )
-    os.chdir(home)  # `dagster dev` warns about any dagster.yaml in its folder that is not DAGSTER_HOME's
-    os.execve(program, command, environment)
-    return 0  # not reached
+    # Dagster in a process group of its own (same session), so that `atlas dev` decides how it stops: Ctrl-C is
+    # passed on, and a Dagster that does not stop in time is stopped harder; it runs in DAGSTER_HOME (it warns about
+    # any dagster.yaml in its folder that is not DAGSTER_HOME's). The review page stays in our group.
+    page = subprocess.Popen(review, env=environment)
+    dagster = subprocess.Popen(command, env=environment, cwd=home, process_group=0)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it like Ctrl-C
+    try:
+        return dagster.wait()
+    except KeyboardInterrupt:
+        return _stop_dagster(dagster, page)
+    finally:
+        if page.poll() is None:
+            page.terminate()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _stop_dagster(dagster: subprocess.Popen, page: subprocess.Popen, grace: float = 30.0) -> int:
+    """After Ctrl-C: pass it on to Dagster's process group and give it ``grace`` seconds to shut its services and runs
+    down, then SIGTERM, then SIGKILL — a loaded machine never leaves `atlas dev` hanging, nor processes behind."""
+    _signal_group(dagster.pid, signal.SIGINT)
+    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 15.0), (None, 15.0)):
+        try:
+            dagster.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            if signum is not None:
+                _signal_group(dagster.pid, signum)
+    deadline = time.monotonic() + 15  # a run worker may take a few seconds to see its run stopped
+    while time.monotonic() < deadline and _group_alive(dagster.pid):
+        time.sleep(0.5)
+    _signal_group(dagster.pid, signal.SIGKILL)
+    try:
+        page.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        page.kill()
+    return 130
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def dev_environment(settings) -> dict[str, str]:
