@@ -340,9 +340,12 @@ def command_dev(args: argparse.Namespace) -> int:
     # Dagster in a process group of its own (same session), so that `atlas dev` decides how it stops: Ctrl-C is
     # passed on, and a Dagster that does not stop in time is stopped harder; it runs in DAGSTER_HOME (it warns about
     # any dagster.yaml in its folder that is not DAGSTER_HOME's). The review page stays in our group.
+    # Ctrl-C and `kill` stop it, also when started from a shell that ignores SIGINT (a background job, nohup): our
+    # own handlers, installed before the children start, so that they begin with the default ones, not "ignore"
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     page = subprocess.Popen(review, env=environment)
     dagster = subprocess.Popen(command, env=environment, cwd=home, process_group=0)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it like Ctrl-C
     try:
         return dagster.wait()
     except KeyboardInterrupt:
@@ -361,23 +364,26 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def _stop_dagster(dagster: subprocess.Popen, page: subprocess.Popen, grace: float = 30.0) -> int:
+def _stop_dagster(dagster: subprocess.Popen, page: subprocess.Popen, grace: float = 20.0) -> int:
     """After Ctrl-C: pass it on to Dagster's process group and give it ``grace`` seconds to shut its services and runs
     down, then SIGTERM, then SIGKILL — a loaded machine never leaves `atlas dev` hanging, nor processes behind."""
     _signal_group(dagster.pid, signal.SIGINT)
-    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 15.0), (None, 15.0)):
+    for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C does not cut the shutdown short
+        signal.signal(signum, signal.SIG_IGN)
+    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0), (None, 10.0)):
         try:
             dagster.wait(timeout=wait)
             break
         except subprocess.TimeoutExpired:
             if signum is not None:
                 _signal_group(dagster.pid, signum)
-    deadline = time.monotonic() + 15  # a run worker may take a few seconds to see its run stopped
+    deadline = time.monotonic() + 10  # a run worker may take a few seconds to see its run stopped
     while time.monotonic() < deadline and _group_alive(dagster.pid):
         time.sleep(0.5)
     _signal_group(dagster.pid, signal.SIGKILL)
+    page.terminate()  # it had the same Ctrl-C only when it came from the terminal
     try:
-        page.wait(timeout=15)
+        page.wait(timeout=5)
     except subprocess.TimeoutExpired:
         page.kill()
     return 130

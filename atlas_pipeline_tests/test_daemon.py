@@ -112,6 +112,8 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
     process = subprocess.Popen(
         [atlas, "dev", "--port", str(port)], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
+        # as from a shell that runs it in the background (or under nohup): SIGINT ignored from the start
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + DEADLINE_SECONDS
