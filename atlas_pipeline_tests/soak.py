@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pymupdf
 
-from atlas_pipeline.defs.source_sensors import BACKLOG_STATUSES
+from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.sources.state import load_state
 from atlas_pipeline.store.files import Store
@@ -132,7 +132,7 @@ def run_soak(folder: Path, documents: list[Path], publish_seconds: float, settle
 
 
 def _aggregates_settled(instance: dg.DagsterInstance) -> bool:
-    return instance.get_runs_count(dg.RunsFilter(statuses=BACKLOG_STATUSES)) == 0
+    return instance.get_runs_count(dg.RunsFilter(statuses=WAITING_OR_RUNNING)) == 0
 
 
 def _count(result: SoakResult, instance: dg.DagsterInstance, store: Store, published: int) -> None:
@@ -160,4 +160,4 @@ def _count(result: SoakResult, instance: dg.DagsterInstance, store: Store, publi
     result.indexed = search.asset_materialization.metadata["documents"].value if search else 0
     result.duplicates = len(load_groups(store).duplicate_of)
     result.runs_failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-    result.runs_unfinished = instance.get_runs_count(dg.RunsFilter(statuses=BACKLOG_STATUSES))
+    result.runs_unfinished = instance.get_runs_count(dg.RunsFilter(statuses=WAITING_OR_RUNNING))

@@ -24,6 +24,9 @@ from atlas_pipeline.defs.partitions import documents_partitions
 
 DOCUMENT_JOBS = ("document_job", "document_batch_job", "review_job")
 ACTIVE = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+# runs that still have work ahead, queued ones included: the backlog collectors pace against, and what the
+# aggregates' catch-up waits for
+WAITING_OR_RUNNING = [dg.DagsterRunStatus.QUEUED, *ACTIVE]
 # a run created a moment ago and about to start counts too (two `atlas run` at once: the older may not have started
 # when the younger looks); one left NOT_STARTED longer than this was never launched and blocks nothing
 NOT_STARTED_GRACE_SECONDS = 120.0

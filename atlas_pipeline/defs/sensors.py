@@ -8,6 +8,7 @@ import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
+from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.defs.document_states import aggregates_behind, already_extracted
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -160,14 +161,6 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     return review_sensor
 
 
-ACTIVE = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
-
-
 def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     @dg.sensor(
         name="aggregates_freshness_sensor",
@@ -182,7 +175,7 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         behind = aggregates_behind(context.instance)
         if behind is None:
             return dg.SensorResult(skip_reason="the aggregates include every document that landed")
-        for record in context.instance.get_run_records(dg.RunsFilter(statuses=ACTIVE), limit=200):
+        for record in context.instance.get_run_records(dg.RunsFilter(statuses=WAITING_OR_RUNNING), limit=200):
             run = record.dagster_run
             selection = {key.to_user_string() for key in run.asset_selection or ()}
             if run.job_name == aggregates_job.name or selection & set(AGGREGATE_ASSET_NAMES):

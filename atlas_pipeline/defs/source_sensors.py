@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.sources.collector import Collector, Politeness
@@ -12,17 +13,10 @@ from atlas_pipeline.sources.config import Source, SourcesError, load_sources, so
 from atlas_pipeline.sources.state import PAUSE_AFTER_FAILURES
 from atlas_pipeline.store.files import Store
 
-BACKLOG_STATUSES = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
-
 
 def extraction_backlog(instance: dg.DagsterInstance) -> int:
     """Runs waiting or in progress: what collection paces itself against."""
-    return instance.get_runs_count(dg.RunsFilter(statuses=BACKLOG_STATUSES))
+    return instance.get_runs_count(dg.RunsFilter(statuses=WAITING_OR_RUNNING))
 
 
 def politeness(settings: AtlasSettings) -> Politeness:

@@ -12,6 +12,22 @@ from atlas_pipeline.search.entries import Hit, IndexedDocument
 SQLITE_NAME = "atlas_search.sqlite"  # beside the instance's own SQLite files (DAGSTER_HOME/storage)
 
 
+class SearchIndexBase:
+    """What every index shares: closing it when a ``with`` block ends."""
+
+    backend = ""
+    location = ""
+
+    def close(self) -> None:  # pragma: no cover - each backend closes its own connection
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class SearchIndex(Protocol):
     backend: str
     location: str

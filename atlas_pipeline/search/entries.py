@@ -58,22 +58,6 @@ class Hit:
         return text.replace(MATCH_START, "<mark>").replace(MATCH_END, "</mark>")
 
 
-class SearchIndexBase:
-    """What every index shares: closing it when a ``with`` block ends."""
-
-    backend = ""
-    location = ""
-
-    def close(self) -> None:  # pragma: no cover - each backend closes its own connection
-        raise NotImplementedError
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def document_mark(state: DocumentState) -> str:
     """Changes when the text, the extraction, the review or the status of the document may have (its source comes
     with its bytes). Computed without reading anything: unchanged documents cost nothing to skip."""

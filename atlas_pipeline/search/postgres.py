@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from atlas_pipeline.search.backends import SearchIndexBase
 from atlas_pipeline.search.entries import (
     MATCH_END,
     MATCH_START,
     Hit,
     IndexedDocument,
-    SearchIndexBase,
     query_terms,
 )
 
