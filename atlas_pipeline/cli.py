@@ -41,6 +41,7 @@ def command_run(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
+    from atlas_pipeline.defs.cancellation import cancelled_documents
     from atlas_pipeline.defs.document_states import aggregates_up_to_date, already_extracted
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
@@ -87,6 +88,11 @@ def command_run(args: argparse.Namespace) -> int:
             entries = [entry for entry in entries if entry.key in set(args.only)]
         unchanged = set() if args.force else already_extracted(instance, entries, atlas.extraction_version().tag)
         keys = [entry.key for entry in entries if entry.key not in unchanged]
+        if not args.only and not args.force:  # a person cancelled these: they run when named
+            cancelled = cancelled_documents(instance, store, keys)
+            keys = [key for key in keys if key not in cancelled]
+            if cancelled:
+                print(f"{len(cancelled)} cancelled document(s) left alone (`atlas run --only KEY` runs one again)")
         if unchanged:
             print(
                 f"{len(unchanged)} unchanged document(s) already extracted with this version: not run again "
@@ -299,6 +305,29 @@ def command_duplicates(args: argparse.Namespace) -> int:
             print(f"  = {key}: {why}")
     for key, made in load_splits(store).splits.items():
         print(f"split by {made.by}: {key} (never grouped; `atlas duplicates join {key}` undoes it)")
+    return 0
+
+
+def command_cancel(args: argparse.Namespace) -> int:
+    """Cancel documents waiting in the run queue (a document being processed is refused); they end `cancelled`."""
+    import dagster as dg
+
+    from atlas_pipeline.defs.cancellation import CancelRefused, cancel_documents
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.store.files import Store
+
+    settings = load_settings()
+    prepare_dagster_home(settings.instance_config)
+    by = args.by or settings.reviewer or os.environ.get("USER", "unknown")
+    with dg.DagsterInstance.get() as instance:
+        try:
+            cancelled = cancel_documents(instance, Store(settings.artifacts), args.keys, by)
+        except CancelRefused as refusal:
+            print(f"atlas: nothing cancelled:\n{refusal}", file=sys.stderr)
+            return 1
+    for item in cancelled:
+        print(f"{item.key}: cancelled (run {item.run_id[:8]}, queued since {item.queued_since}) by {by}")
+    print("their status is `cancelled` until they run again: `atlas run --only KEY`, or materialise in the UI")
     return 0
 
 
@@ -664,6 +693,10 @@ def build_parser() -> argparse.ArgumentParser:
     duplicates.add_argument("key", nargs="?", metavar="KEY", help="the document to split out of its group, or join")
     duplicates.add_argument("--reviewer", default="", help="who splits (default ATLAS_REVIEWER, then $USER)")
     duplicates.set_defaults(handler=command_duplicates)
+    cancel = commands.add_parser("cancel", help=command_cancel.__doc__)
+    cancel.add_argument("keys", nargs="+", metavar="KEY", help="documents whose queued run to cancel")
+    cancel.add_argument("--by", default="", help="who cancels (default ATLAS_REVIEWER, then $USER)")
+    cancel.set_defaults(handler=command_cancel)
     sources = commands.add_parser("sources", help=command_sources.__doc__)
     sources.add_argument("action", nargs="?", choices=["list", "collect", "resume"], default="list")
     sources.add_argument("names", nargs="*", metavar="NAME", help="sources (default: every declared source)")

@@ -9,6 +9,7 @@ from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.defs.review_assets import document_review
 from atlas_pipeline.defs.sensors import (
     build_automation_sensor,
+    build_cancellation_sensor,
     build_freshness_sensor,
     build_knowledge_base_sensor,
     build_review_sensor,
@@ -39,6 +40,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
             build_review_sensor(settings),
             build_automation_sensor(settings),
             build_freshness_sensor(settings),
+            build_cancellation_sensor(settings),
             *build_source_sensors(settings),
         ],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},

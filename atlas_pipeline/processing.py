@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import time
 
-from atlas_pipeline.extraction.extractor import extract_with_llm
-from atlas_pipeline.extraction.identifiers import find_identifiers
-from atlas_pipeline.extraction.llm import LLMClient, LLMError
+from atlas_pipeline.extraction.llm import LLMClient
+from atlas_pipeline.extraction.postprocessors import ExtractionInput, postprocessor_for
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline.extraction.skip import skip_wrapper
 from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.grading.statuses import DocumentStatus
@@ -25,12 +23,13 @@ from atlas_pipeline.parsing import (
     ParsedDocument,
     ParseOptions,
     Table,
-    parse_document,
-    parser_fingerprint,
 )
-from atlas_pipeline.parsing.bounded import ParseLimitError, ParseLimits, parse_bounded
+from atlas_pipeline.parsing.bounded import ParseLimitError, ParseLimits
 from atlas_pipeline.parsing.media import PDF, detect_media_type
 from atlas_pipeline.parsing.pages import count_pages
+from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider, ProviderError
+from atlas_pipeline.parsing.providers.combine import with_tables_from
+from atlas_pipeline.parsing.providers.local import LocalParser
 from atlas_pipeline.store import layout
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import (
@@ -84,11 +83,18 @@ def take_snapshot(
 
 
 def parse_snapshot(
-    store: Store, snapshot: SnapshotRecord, options: ParseOptions, limits: ParseLimits | None = None
+    store: Store,
+    snapshot: SnapshotRecord,
+    options: ParseOptions | ParserChoice,
+    limits: ParseLimits | None = None,
 ) -> tuple[ParseRecord, ParsedDocument | None]:
-    """Markdown and tables of a snapshot, parsed once per (bytes, parser) and cached in the store. With ``limits``
-    the parse runs in a child process that is stopped at the limits (``parsing.bounded``)."""
-    parser = parser_fingerprint(options)
+    """Markdown and tables of a snapshot, parsed once per (bytes, parser) and cached in the store.
+
+    ``options``: the local parser's options, or a ``ParserChoice`` (providers for PDFs and images). With ``limits``
+    the local parse runs in a child process that is stopped at the limits (``parsing.bounded``). A provider's answer
+    is also cached by (provider, its options, bytes), so choosing another local parser never asks it again."""
+    choice = options if isinstance(options, ParserChoice) else ParserChoice(LocalParser(options, limits))
+    parser = choice.fingerprint(snapshot.media_type)
     record = ParseRecord(key=snapshot.key, sha256=snapshot.sha256, parser=parser, media_type=snapshot.media_type)
     if snapshot.problem:
         record.problem = snapshot.problem
@@ -103,17 +109,20 @@ def parse_snapshot(
 
     started = time.perf_counter()
     data = store.read_bytes(layout.snapshot_path(snapshot.sha256))
+    media_type = snapshot.media_type or detect_media_type(data, snapshot.source_path)
+    provider_cached = []
     try:
-        if limits is None:
-            parsed = parse_document(data, snapshot.source_path, options)
-        else:
-            parsed = parse_bounded(
-                data, snapshot.source_path, options, seconds=limits.seconds, memory_mb=limits.memory_mb
-            )
+        text_provider = choice.text_provider(media_type)
+        parsed = _provider_parse(store, text_provider, snapshot, data, media_type, provider_cached)
+        tables_provider = choice.tables_provider(media_type)
+        if tables_provider is not None:
+            tables = _provider_parse(store, tables_provider, snapshot, data, media_type, provider_cached)
+            parsed = with_tables_from(parsed, tables)
     except DocumentError as error:
         record.problem = Problem(status=error.status, reason=error.reason, stage="parse")
         record.seconds = round(time.perf_counter() - started, 4)
-        if not isinstance(error, ParseLimitError):  # a higher limit may succeed: a limit is not cached
+        # a higher limit, or a provider asked again, may succeed: only the local parser's verdicts are cached
+        if not isinstance(error, ParseLimitError | ProviderError):
             store.write_json(layout.parse_record_path(snapshot.sha256, parser), record.model_dump(mode="json"))
         write_record(store, snapshot.key, "parse", record)
         return record, None
@@ -124,7 +133,7 @@ def parse_snapshot(
     record.tables_path = layout.tables_path(snapshot.sha256, parser)
     store.write_bytes(record.tables_path, json.dumps(tables, ensure_ascii=False).encode())
     record.engine = parsed.engine
-    record.media_type = parsed.media_type
+    record.media_type = parsed.media_type or media_type
     record.pages = parsed.page_count
     record.characters = len(parsed.markdown)
     record.tables = len(parsed.tables)
@@ -132,9 +141,42 @@ def parse_snapshot(
     record.warnings = parsed.warnings
     record.lost = parsed.lost
     record.title = parsed.title
+    record.provider = parsed.provider
+    record.provider_task_id = parsed.provider_task_id
+    record.provider_version = parsed.provider_version
+    record.provider_cached = bool(provider_cached) and all(provider_cached)
+    record.timings = parsed.timings
     store.write_json(layout.parse_record_path(snapshot.sha256, parser), record.model_dump(mode="json"))
     write_record(store, snapshot.key, "parse", record)
     return record, parsed
+
+
+def _provider_parse(
+    store: Store,
+    provider: ParsingProvider,
+    snapshot: SnapshotRecord,
+    data: bytes,
+    media_type: str,
+    cached: list[bool],
+) -> ParsedDocument:
+    """``provider.parse``, once per (provider, options, bytes): a remote provider's answer is kept in the store."""
+    if isinstance(provider, LocalParser):
+        return provider.parse(data, snapshot.source_path, media_type)
+    path = layout.provider_result_path(provider.name, provider.fingerprint(), snapshot.sha256)
+    kept = store.read_json_or(path, None)
+    if kept is not None:
+        cached.append(True)
+        return ParsedDocument.model_validate(kept)
+    if len(data) > provider.limits.max_bytes:
+        limit = provider.limits.max_bytes / 1e6
+        raise ProviderError(
+            f"{provider.name}: not sent: {len(data) / 1e6:.1f} MB is above ATLAS_PROVIDER_MAX_MB={limit:g}", "skipped"
+        )
+    parsed = provider.parse(data, snapshot.source_path, media_type)
+    parsed.media_type = parsed.media_type or media_type
+    store.write_json(path, parsed.model_dump(mode="json"))
+    cached.append(False)
+    return parsed
 
 
 def load_markdown(store: Store, record: ParseRecord) -> str:
@@ -160,7 +202,9 @@ def extract_document(
     """Apply the rule to a parsed document: skip mode writes the JSON wrapper, llm mode extracts and grades every
     field against the document. Document problems and LLM failures become statuses with reasons."""
     started = time.perf_counter()
-    version = version or extraction_version(template, rule, mode, llm.config.model if llm else "")
+    if version is None:  # the default parser's (a deployment passes its own: ``AtlasResource.extraction_version``)
+        parser = ParserChoice(LocalParser()).describe()
+        version = extraction_version(template, rule, mode, llm.config.model if llm else "", parser)
     record = ExtractionRecord(
         key=snapshot.key,
         sha256=snapshot.sha256,
@@ -175,61 +219,26 @@ def extract_document(
         version_parts=version.parts,
         text_path=parse.text_path,
         tables_path=parse.tables_path,
+        parser=parse.parser,
         extracted_at=now_iso(),
     )
     problem = parse.problem or snapshot.problem
-    output_path = layout.extraction_output_path(snapshot.key)
     if problem:
         record.status, record.reason = DocumentStatus(problem.status), f"{problem.stage}: {problem.reason}"
-    elif mode == "skip":
-        record.identifiers = find_identifiers(load_markdown(store, parse))
-        wrapper = skip_wrapper(snapshot, parse, template, rule, record.identifiers)
-        store.write_json(output_path, wrapper)
-        record.extraction_path = output_path
-        record.fields = wrapper["fields"]
-        record.reason = "skip mode: text and tables ready for review, no LLM extraction configured"
-    elif llm is None:
-        record.status, record.reason = DocumentStatus.FAILED, "extract: llm mode but no LLM endpoint configured"
     else:
-        markdown = load_markdown(store, parse)
-        tables = load_tables(store, parse)
-        record.identifiers = find_identifiers(markdown)
-        record.llm_model = llm.config.model
-        try:
-            outcome = extract_with_llm(llm, template, rule, markdown, tables)
-        except LLMError as error:
-            record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
-            record.llm_calls, record.llm_cache_hits = error.usage.calls, error.usage.cache_hits
-            record.prompt_tokens, record.completion_tokens = error.usage.prompt_tokens, error.usage.completion_tokens
-        else:
-            record.fields = {name: result.to_dict() for name, result in outcome.fields.items()}
-            record.status, record.completeness = outcome.status, outcome.completeness
-            record.violations = [violation.model_dump() for violation in outcome.violations]
-            record.strategy, record.chunks = outcome.strategy, outcome.chunks
-            record.llm_calls, record.llm_cache_hits = outcome.usage.calls, outcome.usage.cache_hits
-            record.prompt_tokens, record.completion_tokens = (
-                outcome.usage.prompt_tokens,
-                outcome.usage.completion_tokens,
-            )
-            record.unverified_fields = sum(1 for r in outcome.fields.values() if r.needs_review)
-            record.reason = outcome.reason
-            record.extraction_path = output_path
-            store.write_json(
-                output_path,
-                {
-                    "schema": "atlas.llm_extraction/1",
-                    "document": {"key": snapshot.key, "source_path": snapshot.source_path, "sha256": snapshot.sha256},
-                    "template": {"code": template.code, "version": template.version, "hash": template.content_hash},
-                    "model": llm.config.model,
-                    "strategy": outcome.strategy,
-                    "chunks": outcome.chunks,
-                    "extraction_version": version.tag,
-                    "status": record.status.value,
-                    "completeness": outcome.completeness,
-                    "violations": record.violations,
-                    "fields": record.fields,
-                },
-            )
+        inputs = ExtractionInput(
+            snapshot=snapshot,
+            parse=parse,
+            template=template,
+            rule=rule,
+            version=version,
+            markdown=lambda: load_markdown(store, parse),
+            tables=lambda: load_tables(store, parse),
+        )
+        output = postprocessor_for(mode, llm).run(inputs, record)
+        if output is not None:
+            record.extraction_path = layout.extraction_output_path(snapshot.key)
+            store.write_json(record.extraction_path, output)
     if parse.lost and not problem:
         record.reason += f"; not read: {'; '.join(parse.lost[:3])}" + (" …" if len(parse.lost) > 3 else "")
     record.seconds = round(time.perf_counter() - started, 4)

@@ -24,6 +24,23 @@ BIN = Path(sys.executable).parent
 _PID = re.compile(r"\(pid: (\d+)\)")
 
 
+def register(instance: dg.DagsterInstance, atlas) -> list[str]:
+    """Scan the knowledge base into the catalog and add every document as a partition (what the sensor does)."""
+    from atlas_pipeline.knowledge.catalog import refresh_catalog
+
+    scan = refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    keys = list(scan.catalog.entries)
+    instance.add_dynamic_partitions(documents_partitions.name, keys)
+    return keys
+
+
+def run_document(defs: dg.Definitions, instance: dg.DagsterInstance, key: str):
+    """The document job for one partition, in process, failures returned rather than raised."""
+    return defs.resolve_job_def("document_job").execute_in_process(
+        partition_key=key, instance=instance, raise_on_error=False
+    )
+
+
 def run_atlas(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     """``atlas <args>`` as a user runs it: the installed script, in ``cwd``, with ``env`` over the environment."""
     return subprocess.run(

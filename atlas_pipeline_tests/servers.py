@@ -331,3 +331,38 @@ def feed_site(folder: Path) -> Iterator[FeedSite]:
         yield FeedSite(folder, f"http://127.0.0.1:{port}")
     finally:
         stop(process)
+
+
+class ProviderSite:
+    """The test's handle on a running ``provider_server`` (MinerU and docling-serve APIs): script behaviour per
+    document, read the request log."""
+
+    def __init__(self, folder: Path, url: str) -> None:
+        self.folder = folder
+        self.url = url
+
+    def control(self, **values) -> None:
+        (self.folder / "control.json").write_text(json.dumps(values))
+
+    def requests(self) -> list[dict]:
+        log = self.folder / "requests.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@contextlib.contextmanager
+def provider_site(folder: Path) -> Iterator[ProviderSite]:
+    """The scripted parsing provider (``atlas_pipeline_tests.provider_server``) as a child process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    with (folder / "server.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "atlas_pipeline_tests.provider_server", str(folder), str(port)],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/ready", process)
+        yield ProviderSite(folder, f"http://127.0.0.1:{port}")
+    finally:
+        stop(process)

@@ -8,24 +8,12 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_states import collect_document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import extraction_version
-from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
+from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import COMPLETION_PATH
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
-
-
-def register(instance, atlas) -> list[str]:
-    scan = refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    keys = list(scan.catalog.entries)
-    instance.add_dynamic_partitions(documents_partitions.name, keys)
-    return keys
-
-
-def run_document(defs, instance, key):
-    return defs.resolve_job_def("document_job").execute_in_process(
-        partition_key=key, instance=instance, raise_on_error=False
-    )
+from atlas_pipeline_tests.helpers import register, run_document
 
 
 @pytest.fixture
@@ -182,7 +170,7 @@ def test_extractions_from_another_template_are_stale_not_mixed(pipeline, instanc
     assert current["PMC3508963.pdf"].status == "done" and not current["PMC3508963.pdf"].stale
     store = atlas.store()
     template = atlas.load_template().model_copy(update={"version": "9.9.9"})
-    newer = extraction_version(template, atlas.load_rule(), "skip")
+    newer = extraction_version(template, atlas.load_rule(), "skip", parser=atlas.parser_choice().describe())
     changed = {s.key: s for s in collect_document_states(instance, store, load_catalog(store), newer)}
     stale = changed["PMC3508963.pdf"]
     assert stale.status == "pending" and stale.stale

@@ -121,7 +121,8 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
         dg.AssetSpec(
             "document_text",
             deps=[document_snapshot],
-            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages), bs4 for HTML, JATS.",
+            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages) or the parsing provider "
+            "chosen with ATLAS_PARSER (MinerU, docling-serve), bs4 for HTML and JATS.",
             partitions_def=documents_partitions,
             group_name=GROUP,
             code_version="1",
@@ -130,7 +131,8 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
         dg.AssetSpec(
             "document_tables",
             deps=[document_snapshot],
-            description="Tables as HTML plus plain text, from the same parse as the text (cached by content hash).",
+            description="Tables as HTML plus plain text, from the same parse as the text, or from ATLAS_TABLES_PARSER "
+            "(cached by content hash).",
             partitions_def=documents_partitions,
             group_name=GROUP,
             code_version="1",
@@ -141,11 +143,11 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
 )
 def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
     """Parse each document once; the same parse yields both the text and the tables."""
-    store, options = atlas.store(), atlas.parse_options()
+    store, choice = atlas.store(), atlas.parser_choice()
 
     def parse(key: str) -> tuple[dict, str]:
         snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
-        record, parsed = parse_snapshot(store, snapshot, options, atlas.parse_limits())
+        record, parsed = parse_snapshot(store, snapshot, choice)
         if record.problem:
             context.log.warning(f"{key}: {record.problem.status}: {record.problem.reason}")
         common = {
@@ -154,7 +156,12 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
             "parse_seconds": record.seconds,
             "engine": record.engine or "none",
             "parser_fingerprint": record.parser,
+            "provider": record.provider or "none",
         }
+        if record.provider_task_id or record.timings:
+            common["provider_task_id"] = record.provider_task_id or "none"
+            common["provider_cached"] = record.provider_cached
+            common["provider_timings"] = dg.MetadataValue.json(record.timings)
         text = {
             **common,
             "pages": record.pages,

@@ -34,7 +34,7 @@ POLL_SECONDS = 1.0
 MAX_WAIT_SECONDS = 3600.0  # a run that never ends (its process lost, not yet reaped) does not block for ever
 
 
-def _documents_of(run: dg.DagsterRun, order: list[str]) -> set[str]:
+def documents_of(run: dg.DagsterRun, order: list[str]) -> set[str]:
     if PARTITION_NAME_TAG in run.tags:
         return {run.tags[PARTITION_NAME_TAG]}
     start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
@@ -63,7 +63,7 @@ def older_runs_on(instance: dg.DagsterInstance, run_id: str, keys: list[str]) ->
         ):
             continue
         older = (record.create_timestamp, run.run_id) < (own.create_timestamp, run_id)
-        if older and wanted & _documents_of(run, order):
+        if older and wanted & documents_of(run, order):
             blocking.append(run)
     return blocking
 

@@ -19,6 +19,7 @@ from atlas_pipeline.defs.asset_names import (
     REVIEW_ASSET_NAME,
     STATES_READ_AT,
 )
+from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.grading.statuses import DocumentStatus
@@ -108,6 +109,7 @@ def collect_document_states(
         asset_key: instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}
         for asset_key in DOCUMENT_ASSET_KEYS
     }
+    cancelled = cancelled_documents(instance, store, keys)
     states = []
     for key in keys:
         entry = catalog.entries.get(key)
@@ -146,6 +148,8 @@ def collect_document_states(
             review = state.current_review
             if review is not None and review.approved:
                 state.status, state.reason = DocumentStatus.APPROVED, review.summary()
+        if key in cancelled and state.status != DocumentStatus.EXTRACTING:
+            state.status, state.reason = DocumentStatus.CANCELLED, cancelled[key]
         states.append(state)
     return states
 

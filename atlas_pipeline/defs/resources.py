@@ -14,7 +14,17 @@ from atlas_pipeline.extraction.templates import Template, assemble_template, loa
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog, load_entry
 from atlas_pipeline.knowledge.listing import KnowledgeBase
-from atlas_pipeline.ops.settings import AtlasSettings, PdfEngine, PostprocessMode, SearchBackend, StructuredOutput
+from atlas_pipeline.ops.settings import (
+    AtlasSettings,
+    DoclingTableMode,
+    MinerUApi,
+    ParserName,
+    PdfEngine,
+    PostprocessMode,
+    SearchBackend,
+    StructuredOutput,
+    TablesParserName,
+)
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.bounded import ParseLimits
@@ -22,6 +32,7 @@ from atlas_pipeline.store.files import Store
 
 if TYPE_CHECKING:
     from atlas_pipeline.extraction.llm import LLMClient
+    from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider
     from atlas_pipeline.search.backends import SearchIndex
 
 
@@ -47,12 +58,84 @@ class AtlasResource(dg.ConfigurableResource):
     review_accept_tiers: str
     search_backend: SearchBackend
     search_sqlite: str
+    parser: ParserName
+    tables_parser: TablesParserName
+    mineru_url: str
+    mineru_api: MinerUApi
+    mineru_token: str  # an EnvVar: resolved at run time, never shown or stored
+    mineru_backend: str
+    mineru_language: str
+    docling_url: str
+    docling_api_key: str  # an EnvVar too
+    docling_table_mode: DoclingTableMode
+    docling_ocr: bool
+    provider_timeout_seconds: float
+    provider_max_seconds: float
+    provider_max_retries: int
+    provider_backoff_seconds: float
+    provider_poll_seconds: float
+    provider_max_mb: float
+    provider_version: str
     llm_configured: bool  # an endpoint is set (ATLAS_LLM_BASE_URL): llm mode unless forced otherwise
 
     @classmethod
     def from_settings(cls, settings: AtlasSettings) -> AtlasResource:
-        shared = {name: getattr(settings, name) for name in cls.model_fields if name in AtlasSettings.model_fields}
+        secrets = {"mineru_token": "ATLAS_MINERU_TOKEN", "docling_api_key": "ATLAS_DOCLING_API_KEY"}
+        shared = {
+            name: getattr(settings, name)
+            for name in cls.model_fields
+            if name in AtlasSettings.model_fields and name not in secrets
+        }
+        for name, variable in secrets.items():
+            shared[name] = dg.EnvVar(variable) if getattr(settings, name).get_secret_value() else ""
         return cls(**shared, llm_configured=bool(settings.llm_base_url))
+
+    def parser_choice(self) -> ParserChoice:
+        """Who parses what (``parsing.providers``): the local parser, and a provider for PDFs and images if chosen."""
+        from atlas_pipeline.parsing.providers import ParserChoice, ProviderLimits
+        from atlas_pipeline.parsing.providers.local import LocalParser
+
+        limits = ProviderLimits(
+            timeout_seconds=self.provider_timeout_seconds,
+            max_seconds=self.provider_max_seconds,
+            max_retries=self.provider_max_retries,
+            backoff_seconds=self.provider_backoff_seconds,
+            poll_seconds=self.provider_poll_seconds,
+            max_bytes=int(self.provider_max_mb * 1_000_000),
+        )
+
+        def provider(name: str) -> ParsingProvider | None:
+            if name == "mineru":
+                from atlas_pipeline.parsing.providers.mineru import MinerUHosted, MinerULocal
+
+                if self.mineru_api == "hosted":
+                    return MinerUHosted(
+                        self.mineru_url,
+                        self.mineru_token,
+                        self.mineru_backend,
+                        self.mineru_language,
+                        limits,
+                        self.provider_version,
+                    )
+                return MinerULocal(
+                    self.mineru_url, self.mineru_backend, self.mineru_language, limits, self.provider_version
+                )
+            if name == "docling":
+                from atlas_pipeline.parsing.providers.docling import DoclingServe
+
+                return DoclingServe(
+                    self.docling_url,
+                    self.docling_api_key,
+                    self.docling_table_mode,
+                    self.docling_ocr,
+                    limits,
+                    self.provider_version,
+                )
+            return None
+
+        local = LocalParser(self.parse_options(), self.parse_limits())
+        tables = local if self.tables_parser == "pymupdf4llm" else provider(self.tables_parser or self.parser)
+        return ParserChoice(local, text=provider(self.parser), tables=tables)
 
     def search_index(self, instance: dg.DagsterInstance) -> SearchIndex:
         from atlas_pipeline.search.backends import open_index
@@ -85,7 +168,8 @@ class AtlasResource(dg.ConfigurableResource):
     def extraction_version(self) -> ExtractionVersion:
         """The version extractions are made with now (see ``extraction.version``)."""
         rule = self.load_rule()
-        return extraction_version(self.load_template(), rule, self.mode(rule), self.llm_model)
+        parser = self.parser_choice().describe()
+        return extraction_version(self.load_template(), rule, self.mode(rule), self.llm_model, parser)
 
     def parse_options(self) -> ParseOptions:
         return ParseOptions(

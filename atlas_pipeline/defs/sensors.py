@@ -8,7 +8,7 @@ import dagster as dg
 
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
-from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
+from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
 from atlas_pipeline.defs.document_states import aggregates_behind, already_extracted
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -184,6 +184,26 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         return dg.SensorResult(run_requests=[dg.RunRequest(run_key=f"catch-up:{behind}", job_name=aggregates_job.name)])
 
     return aggregates_freshness_sensor
+
+
+def build_cancellation_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+    @dg.run_status_sensor(
+        name="cancelled_documents_sensor",
+        run_status=dg.DagsterRunStatus.CANCELED,
+        monitor_all_code_locations=False,
+        request_job=aggregates_job,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.automation_interval_seconds,
+        description="Counts a cancelled document run (`atlas cancel`, or a queued run terminated in the UI) in the "
+        "aggregates: its documents are `cancelled` now, though nothing was materialised.",
+    )
+    def cancelled_documents_sensor(context: dg.RunStatusSensorContext):
+        run = context.dagster_run
+        if run.job_name not in DOCUMENT_JOBS:
+            return dg.SkipReason(f"run {run.run_id[:8]} of {run.job_name} is not a document run")
+        return dg.RunRequest(run_key=f"cancelled:{run.run_id}")
+
+    return cancelled_documents_sensor
 
 
 def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:

@@ -44,6 +44,8 @@ def skip_wrapper(
         "providers": {
             "parser": parse.engine,
             "parser_fingerprint": parse.parser,
+            "parse_provider": parse.provider or None,
+            "parse_provider_task_id": parse.provider_task_id or None,
             "extractor": "skip (no LLM)",
         },
         "identifiers": identifiers,

@@ -38,10 +38,15 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def extraction_version(template: Template, rule: Rule, mode: str, model: str = "") -> ExtractionVersion:
-    """The version of extractions made with this template (custom fields included), rule and mode (and, in llm mode,
-    model, strategy, custom instructions, prompt and grading)."""
+def extraction_version(
+    template: Template, rule: Rule, mode: str, model: str = "", parser: str = ""
+) -> ExtractionVersion:
+    """The version of extractions made with this template (custom fields included), rule, mode and ``parser`` (who
+    parses a PDF and the parser fingerprint: another parser gives another text, so extractions made from the old
+    one are stale) — and, in llm mode, model, strategy, custom instructions, prompt and grading."""
     parts = {"template": template.content_hash, "mode": mode}
+    if parser:
+        parts["parser"] = parser
     if mode == "llm":
         parts |= {
             "model": model,

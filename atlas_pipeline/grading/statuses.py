@@ -14,6 +14,7 @@ class DocumentStatus(StrEnum):
     INCOMPLETE = "incomplete"
     FAILED = "failed"  # permanent error, with its message
     SKIPPED = "skipped"  # unsupported or locked, with the reason
+    CANCELLED = "cancelled"  # its queued run was cancelled by a person (who, when); runs again when asked
 
 
 TERMINAL = frozenset(
@@ -24,6 +25,7 @@ TERMINAL = frozenset(
         DocumentStatus.INCOMPLETE,
         DocumentStatus.FAILED,
         DocumentStatus.SKIPPED,
+        DocumentStatus.CANCELLED,
     }
 )
 ORDER = list(DocumentStatus)

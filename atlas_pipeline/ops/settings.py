@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "ATLAS_"
@@ -64,6 +64,10 @@ PostprocessMode = Literal["auto", "skip", "llm"]
 StructuredOutput = Literal["json_schema", "json_object_schema", "json_object"]
 SearchBackend = Literal["auto", "sqlite", "postgres"]
 ExecutorName = Literal["in_process", "multiprocess", "k8s", "celery"]
+ParserName = Literal["pymupdf4llm", "mineru", "docling"]
+TablesParserName = Literal["", "pymupdf4llm", "mineru", "docling"]
+MinerUApi = Literal["local", "hosted"]
+DoclingTableMode = Literal["fast", "accurate"]
 
 
 class AtlasSettings(BaseSettings):
@@ -111,6 +115,64 @@ class AtlasSettings(BaseSettings):
         ge=128,
         description="Memory limit (resident MB) of the process parsing one document; past it the "
         "document fails with that reason.",
+    )
+    parser: ParserName = Field(
+        "pymupdf4llm",
+        description="Who parses PDFs and images (text and tables): pymupdf4llm (here, on the CPU), mineru "
+        "(ATLAS_MINERU_URL) or docling (ATLAS_DOCLING_URL). HTML, JATS and text are always parsed here.",
+    )
+    tables_parser: TablesParserName = Field(
+        "",
+        description="Who supplies the tables of PDFs and images when not the parser (empty: the parser), e.g. "
+        "ATLAS_PARSER=pymupdf4llm with ATLAS_TABLES_PARSER=mineru: pymupdf4llm's text, MinerU's tables.",
+    )
+    mineru_url: str = Field(
+        "", description="MinerU: the mineru-api server (http://host:8000) or the hosted API (https://mineru.net)."
+    )
+    mineru_api: MinerUApi = Field(
+        "local",
+        description="MinerU API kind: local (mineru-api's POST /file_parse) or hosted (mineru.net's v4 task API: "
+        "upload, poll, fetch the result zip; needs ATLAS_MINERU_TOKEN).",
+    )
+    mineru_token: SecretStr = Field(SecretStr(""), description="MinerU hosted API token (never logged or stored).")
+    mineru_backend: str = Field(
+        "pipeline",
+        min_length=1,
+        description="MinerU backend / model version: pipeline, vlm-… (local), pipeline or vlm (hosted).",
+    )
+    mineru_language: str = Field("en", min_length=1, description="MinerU OCR language (en, ch, latin, …).")
+    docling_url: str = Field("", description="docling-serve base URL, e.g. http://host:5001 (version 1.0 or later).")
+    docling_api_key: SecretStr = Field(
+        SecretStr(""), description="docling-serve API key, sent as X-Api-Key (never logged or stored)."
+    )
+    docling_table_mode: DoclingTableMode = Field("accurate", description="docling-serve table structure mode.")
+    docling_ocr: bool = Field(True, description="Let docling-serve OCR bitmap content.")
+    provider_timeout_seconds: float = Field(
+        300.0, gt=0, le=7200, description="Timeout of one request to a parsing provider."
+    )
+    provider_max_seconds: float = Field(
+        1800.0,
+        gt=0,
+        le=86_400,
+        description="Time one document may take at a parsing provider (upload, queue, parse, download); past it the "
+        "document fails with that reason.",
+    )
+    provider_max_retries: int = Field(
+        3, ge=0, le=20, description="Retries of transient provider errors (429, 5xx, timeouts, connection)."
+    )
+    provider_backoff_seconds: float = Field(
+        2.0, ge=0, le=300, description="First provider retry delay; doubles each retry, plus random jitter."
+    )
+    provider_poll_seconds: float = Field(
+        2.0, gt=0, le=600, description="Seconds between two status checks of a provider task."
+    )
+    provider_max_mb: float = Field(
+        200.0, gt=0, description="Larger documents are not sent to a parsing provider (MinerU's hosted limit)."
+    )
+    provider_version: str = Field(
+        "",
+        description="A label for the provider deployment's version (its model, its release): part of the parse "
+        "cache key, so changing it parses again; what a provider reports is recorded either way.",
     )
     postprocess_mode: PostprocessMode = Field(
         "auto", description="'auto': llm when ATLAS_LLM_BASE_URL is set, else the rule's mode; or force skip/llm."
@@ -231,6 +293,25 @@ class AtlasSettings(BaseSettings):
             raise ValueError(f"unknown tier(s) {', '.join(unknown)}: only verified and not_reported may be accepted")
         return ",".join(tiers)
 
+    @field_validator("mineru_url", "docling_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _providers_configured(self) -> AtlasSettings:
+        for chosen in {self.parser, self.tables_parser}:
+            if chosen == "mineru" and not self.mineru_url:
+                raise ValueError("ATLAS_PARSER/ATLAS_TABLES_PARSER is mineru but ATLAS_MINERU_URL is not set")
+            if chosen == "mineru" and self.mineru_api == "hosted" and not self.mineru_token.get_secret_value():
+                raise ValueError("the hosted MinerU API needs ATLAS_MINERU_TOKEN")
+            if chosen == "docling" and not self.docling_url:
+                raise ValueError("ATLAS_PARSER/ATLAS_TABLES_PARSER is docling but ATLAS_DOCLING_URL is not set")
+        return self
+
     @property
     def accepted_tiers(self) -> frozenset[str]:
         return frozenset(filter(None, self.review_accept_tiers.split(",")))
@@ -274,8 +355,11 @@ def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
     except ValidationError as error:
         problems = []
         for item in error.errors():
-            field = str(item["loc"][0]) if item["loc"] else "?"
-            given = "***" if "api_key" in field else values.get(field, item.get("input"))
+            if not item["loc"]:  # a rule between settings (a provider chosen without its URL)
+                problems.append(item["msg"].removeprefix("Value error, "))
+                continue
+            field = str(item["loc"][0])
+            given = "***" if field.endswith(("_key", "_token")) else values.get(field, item.get("input"))
             problems.append(f"{ENV_PREFIX}{field.upper()}={given!r}: {item['msg']}")
         raise SettingsError("invalid Atlas settings: " + "; ".join(problems)) from None
 

@@ -29,6 +29,12 @@ class ParsedDocument(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     lost: list[str] = Field(default_factory=list)  # what could not be read (a page, OCR of a page) and why
     title: str = ""
+    provider: str = (
+        "local"  # who parsed it: local (pymupdf4llm, bs4: see engine), mineru, docling; "local + tables: mineru"
+    )
+    provider_task_id: str = ""  # the provider's own id of the task (to find it in its logs)
+    provider_version: str = ""  # what the provider reported, or ATLAS_PROVIDER_VERSION
+    timings: dict[str, float] = Field(default_factory=dict)  # seconds by phase (upload, queue and parse, …)
 
     @property
     def tables_text(self) -> str:

@@ -6,6 +6,9 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     parsed/<parser>/<ab>/<sha256>/parse.json       a parse, cached per (bytes, parser fingerprint)
                                   document.md      its markdown
                                   tables.json      its tables
+    providers/<name>/<fingerprint>/<ab>/<sha256>.json  a parsing provider's answer (MinerU, docling-serve), never
+                                                   asked twice for the same bytes and options
+    documents/<key>/cancellation.json              a queued run of the document cancelled: by whom, when, which run
     documents/<key>/<stage>.json                   the latest record of each partition: snapshot, parse, extraction
     documents/<key>/extraction_output.json         the extraction itself: fields, quotes, grades, locations
     catalog/documents.json                         the catalog: every document found, removals, duplicates
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 SNAPSHOTS = "snapshots"
 PARSED = "parsed"
+PROVIDERS = "providers"
 DOCUMENTS = "documents"
 CATALOG_PATH = "catalog/documents.json"
 CATALOG_ENTRIES = "catalog/entries"
@@ -73,6 +77,10 @@ def parse_dir(sha256: str, parser: str) -> str:
 
 def parse_record_path(sha256: str, parser: str) -> str:
     return f"{parse_dir(sha256, parser)}/parse.json"
+
+
+def provider_result_path(provider: str, fingerprint: str, sha256: str) -> str:
+    return f"{PROVIDERS}/{provider}/{fingerprint}/{sha256[:2]}/{sha256}.json"
 
 
 def markdown_path(sha256: str, parser: str) -> str:

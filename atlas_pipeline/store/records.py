@@ -66,6 +66,11 @@ class ParseRecord(BaseModel):
     tables_path: str = ""
     seconds: float = 0.0  # time the parse took when it was made (also reported on cache hits)
     cached: bool = False
+    provider: str = ""  # who parsed it: local (pymupdf4llm, bs4), mineru, docling, "local + tables: mineru"
+    provider_task_id: str = ""
+    provider_version: str = ""
+    provider_cached: bool = False  # the provider's answer came from the store: it was not asked again
+    timings: dict[str, float] = Field(default_factory=dict)
     problem: Problem | None = None
 
 
@@ -90,6 +95,7 @@ class ExtractionRecord(BaseModel):
     template_hash: str
     extraction_version: str = ""  # the version tag (extraction.version); another tag makes the record stale
     version_parts: dict[str, str] = Field(default_factory=dict)
+    parser: str = ""  # the fingerprint of the parse it was made from (parsing.providers)
     text_path: str = ""
     tables_path: str = ""
     extraction_path: str = ""

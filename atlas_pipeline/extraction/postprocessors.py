@@ -1,0 +1,121 @@
+"""Post-processing: what turns a parsed document into an extraction record. One implementation per mode.
+
+``skip`` writes the stable JSON wrapper (no LLM); ``llm`` extracts every field with its quote through an
+OpenAI-compatible endpoint and grades it against the document. Another one (a rules-only extractor, another kind of
+model) is a new module with a ``Postprocessor`` subclass added to ``POSTPROCESSORS`` and its name to the
+``ATLAS_POSTPROCESS_MODE`` choices; the assets and ``processing`` do not change. A post-processor fills the record
+(status, reason, fields, usage) and returns the output document to store, or None.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from atlas_pipeline.extraction.extractor import extract_with_llm
+from atlas_pipeline.extraction.identifiers import find_identifiers
+from atlas_pipeline.extraction.llm import LLMClient, LLMError
+from atlas_pipeline.extraction.rules import Rule
+from atlas_pipeline.extraction.skip import skip_wrapper
+from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.extraction.version import ExtractionVersion
+from atlas_pipeline.grading.statuses import DocumentStatus
+from atlas_pipeline.parsing import Table
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord
+
+
+@dataclass(frozen=True)
+class ExtractionInput:
+    """What a post-processor works from: the document's records, its text and tables (read lazily), the template
+    and rule, and the extraction version being made."""
+
+    snapshot: SnapshotRecord
+    parse: ParseRecord
+    template: Template
+    rule: Rule
+    version: ExtractionVersion
+    markdown: Callable[[], str]
+    tables: Callable[[], list[Table]]
+
+
+class Postprocessor(ABC):
+    mode: ClassVar[str]
+
+    @abstractmethod
+    def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
+        """Fill ``record``; return the extraction output to store (or None when there is none)."""
+
+
+class SkipPostprocessor(Postprocessor):
+    """No LLM: the wrapper pointing at the text and tables, with the identifiers found in the text."""
+
+    mode = "skip"
+
+    def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
+        record.identifiers = find_identifiers(inputs.markdown())
+        wrapper = skip_wrapper(inputs.snapshot, inputs.parse, inputs.template, inputs.rule, record.identifiers)
+        record.fields = wrapper["fields"]
+        record.reason = "skip mode: text and tables ready for review, no LLM extraction configured"
+        return wrapper
+
+
+class LLMPostprocessor(Postprocessor):
+    """Template-driven extraction by an LLM, every value graded against its verbatim quote."""
+
+    mode = "llm"
+
+    def __init__(self, llm: LLMClient | None) -> None:
+        self.llm = llm
+
+    def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
+        if self.llm is None:
+            record.status, record.reason = DocumentStatus.FAILED, "extract: llm mode but no LLM endpoint configured"
+            return None
+        markdown = inputs.markdown()
+        record.identifiers = find_identifiers(markdown)
+        record.llm_model = self.llm.config.model
+        try:
+            outcome = extract_with_llm(self.llm, inputs.template, inputs.rule, markdown, inputs.tables())
+        except LLMError as error:
+            record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
+            record.llm_calls, record.llm_cache_hits = error.usage.calls, error.usage.cache_hits
+            record.prompt_tokens, record.completion_tokens = error.usage.prompt_tokens, error.usage.completion_tokens
+            return None
+        record.fields = {name: result.to_dict() for name, result in outcome.fields.items()}
+        record.status, record.completeness = outcome.status, outcome.completeness
+        record.violations = [violation.model_dump() for violation in outcome.violations]
+        record.strategy, record.chunks = outcome.strategy, outcome.chunks
+        record.llm_calls, record.llm_cache_hits = outcome.usage.calls, outcome.usage.cache_hits
+        record.prompt_tokens, record.completion_tokens = outcome.usage.prompt_tokens, outcome.usage.completion_tokens
+        record.unverified_fields = sum(1 for result in outcome.fields.values() if result.needs_review)
+        record.reason = outcome.reason
+        snapshot, template = inputs.snapshot, inputs.template
+        return {
+            "schema": "atlas.llm_extraction/1",
+            "document": {"key": snapshot.key, "source_path": snapshot.source_path, "sha256": snapshot.sha256},
+            "template": {"code": template.code, "version": template.version, "hash": template.content_hash},
+            "model": self.llm.config.model,
+            "parser": {"fingerprint": inputs.parse.parser, "provider": inputs.parse.provider or "local"},
+            "strategy": outcome.strategy,
+            "chunks": outcome.chunks,
+            "extraction_version": inputs.version.tag,
+            "status": record.status.value,
+            "completeness": outcome.completeness,
+            "violations": record.violations,
+            "fields": record.fields,
+        }
+
+
+POSTPROCESSORS: dict[str, Callable[[LLMClient | None], Postprocessor]] = {
+    SkipPostprocessor.mode: lambda llm: SkipPostprocessor(),
+    LLMPostprocessor.mode: LLMPostprocessor,
+}
+
+
+def postprocessor_for(mode: str, llm: LLMClient | None = None) -> Postprocessor:
+    try:
+        return POSTPROCESSORS[mode](llm)
+    except KeyError:
+        raise ValueError(f"no post-processor for mode {mode!r} (known: {', '.join(POSTPROCESSORS)})") from None

@@ -1,0 +1,125 @@
+"""HTTP to a parsing provider, with the LLM endpoint's manners: a timeout per request, retries with exponential
+backoff and jitter for transient failures (429, 5xx, timeouts, dropped connections; ``Retry-After`` honoured within
+the document's deadline), one clear ``ProviderError`` for anything else, and never a credential sent to another host
+(upload and download URLs a provider hands out are presigned)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx2 as httpx
+
+from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.parsing.providers.base import ProviderError, ProviderLimits
+
+TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+MAX_RESULT_BYTES = 1_000_000_000  # an answer larger than this is refused, not held in memory
+
+
+class Deadline:
+    """The time one document may take at the provider."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+
+class ProviderHTTP:
+    """Requests to one provider at ``base_url`` (``label`` names it in reasons: "mineru", "docling")."""
+
+    def __init__(self, label: str, base_url: str, limits: ProviderLimits, headers: dict[str, str] | None = None):
+        self.label = label
+        self.base_url = base_url.rstrip("/") + "/"
+        self.limits = limits
+        self.headers = headers or {}
+        self.client = httpx.Client(timeout=limits.timeout_seconds, follow_redirects=False)
+        self.requests = 0
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _url(self, path: str) -> str:
+        return urljoin(self.base_url, path.lstrip("/")) if "://" not in path else path
+
+    def _own_host(self, url: str) -> bool:
+        return urlsplit(url).netloc == urlsplit(self.base_url).netloc
+
+    def request(self, method: str, path: str, deadline: Deadline, what: str, **kwargs: Any) -> httpx.Response:
+        """One request (``what`` says what it was for, in reasons), retried while transient and time is left."""
+        url = self._url(path)
+        headers = {**(self.headers if self._own_host(url) else {}), **kwargs.pop("headers", {})}
+        attempt = 0
+        while True:
+            attempt += 1
+            timeout = max(1.0, min(self.limits.timeout_seconds, deadline.left()))
+            problem, wait = "", 0.0
+            try:
+                self.requests += 1
+                response = self.client.request(method, url, headers=headers, timeout=timeout, **kwargs)
+            except httpx.TimeoutException:
+                problem = f"{what}: no answer within {timeout:g} s (ATLAS_PROVIDER_TIMEOUT_SECONDS)"
+            except httpx.TransportError as error:
+                problem = f"{what}: cannot reach {urlsplit(url).netloc} ({type(error).__name__}: {error})"
+            else:
+                length = int(response.headers.get("content-length") or 0)
+                if length > MAX_RESULT_BYTES:
+                    raise ProviderError(f"{self.label}: {what}: answer of {length / 1e6:.0f} MB is too large")
+                if response.status_code < 400:
+                    return response
+                detail = error_detail(response)
+                problem = f"{what}: HTTP {response.status_code}{': ' + detail if detail else ''}"
+                if response.status_code not in TRANSIENT_STATUS:
+                    raise ProviderError(redact(f"{self.label}: {problem}"))
+                wait = retry_after(response)
+            if attempt > self.limits.max_retries or deadline.passed():
+                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                raise ProviderError(redact(f"{self.label}: {problem}{tries}"))
+            backoff = self.limits.backoff_seconds * 2 ** (attempt - 1) * (1 + random.random() / 2)
+            time.sleep(max(0.0, min(max(wait, backoff), deadline.left())))
+
+    def json(self, method: str, path: str, deadline: Deadline, what: str, **kwargs: Any) -> Any:
+        """A request whose answer must be JSON; anything else is a malformed result."""
+        response = self.request(method, path, deadline, what, **kwargs)
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            start = response.text[:80].replace("\n", " ") if response.content else "an empty body"
+            raise ProviderError(f"{self.label}: malformed result: {what} answered non-JSON ({start!r})") from None
+
+
+def error_detail(response: httpx.Response) -> str:
+    """What a provider said about an error: its JSON ``error`` / ``detail`` / ``msg``, else the start of the body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:200]
+    if isinstance(body, dict):
+        for key in ("error", "detail", "msg", "message"):
+            if body.get(key):
+                value = body[key]
+                return (value if isinstance(value, str) else json.dumps(value))[:300]
+    return json.dumps(body)[:200]
+
+
+def retry_after(response: httpx.Response) -> float:
+    value = response.headers.get("retry-after", "")
+    try:
+        return min(float(value), 300.0)
+    except ValueError:
+        return 0.0
+
+
+def expect(condition: bool, label: str, message: str) -> None:
+    """A provider's answer must have this shape; else the document fails with "malformed result: …"."""
+    if not condition:
+        raise ProviderError(f"{label}: malformed result: {message}")
