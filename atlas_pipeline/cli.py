@@ -28,7 +28,7 @@ def _print_summary(states) -> None:
 
     for line in summarise(states).lines():
         print(line)
-    problems = [s for s in states if s.status.value in ("failed", "skipped", "pending", "extracting")]
+    problems = [s for s in states if s.status.value in ("failed", "skipped", "cancelled", "pending", "extracting")]
     for state in problems:
         print(f"  - {state.key}: {state.status.value}: {state.reason}")
     for state in (s for s in states if s.source_removed):

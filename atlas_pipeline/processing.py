@@ -119,7 +119,8 @@ def parse_snapshot(
             tables = _provider_parse(store, tables_provider, snapshot, data, media_type, provider_cached)
             parsed = with_tables_from(parsed, tables)
     except DocumentError as error:
-        record.problem = Problem(status=error.status, reason=error.reason, stage="parse")
+        retryable = isinstance(error, ProviderError)
+        record.problem = Problem(status=error.status, reason=error.reason, stage="parse", retryable=retryable)
         record.seconds = round(time.perf_counter() - started, 4)
         # a higher limit, or a provider asked again, may succeed: only the local parser's verdicts are cached
         if not isinstance(error, ParseLimitError | ProviderError):
@@ -225,6 +226,7 @@ def extract_document(
     problem = parse.problem or snapshot.problem
     if problem:
         record.status, record.reason = DocumentStatus(problem.status), f"{problem.stage}: {problem.reason}"
+        record.retryable = problem.retryable
     else:
         inputs = ExtractionInput(
             snapshot=snapshot,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def free_port() -> int:
@@ -366,3 +369,80 @@ def provider_site(folder: Path) -> Iterator[ProviderSite]:
         yield ProviderSite(folder, f"http://127.0.0.1:{port}")
     finally:
         stop(process)
+
+
+@contextlib.contextmanager
+def redis_server(folder: Path) -> Iterator[str]:
+    """Debian's ``redis-server`` on 127.0.0.1 (nothing persisted), the Celery broker of the scale-out test; stopped by
+    its pid. Yields its ``redis://`` URL."""
+    program = shutil.which("redis-server")
+    if program is None:
+        pytest.fail("redis-server is not installed (make test-deps installs it: scripts/install_system_deps.sh)")
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "redis.log").open("wb") as log:
+        process = subprocess.Popen(
+            [program, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+            cwd=folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
+                    connection.sendall(b"PING\r\n")
+                    if connection.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"redis-server did not start:\n{(folder / 'redis.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+CELERY_EXECUTOR_CONFIG = "deploy/celery/executor.yaml"
+
+
+def celery_worker_command(name: str, executor_config: str = CELERY_EXECUTOR_CONFIG) -> list[str]:
+    """The worker command of docs/operations.md (one step at a time: ``--concurrency=1``)."""
+    return [
+        "dagster-celery", "worker", "start", "-A", "dagster_celery.app", "-y", executor_config, "-q", "dagster",
+        "-n", name, "--", "--concurrency=1",
+    ]  # fmt: skip
+
+
+@contextlib.contextmanager
+def celery_worker(name: str, env: dict[str, str], folder: Path, executor_config: str) -> Iterator[subprocess.Popen]:
+    """A ``dagster-celery`` worker in its own working directory and process group, ready when it says so."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder / "worker.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            celery_worker_command(name, executor_config),
+            env=env,
+            cwd=folder,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while b" ready." not in log_path.read_bytes():
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"celery worker {name} did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

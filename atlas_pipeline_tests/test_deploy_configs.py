@@ -107,3 +107,12 @@ def test_invalid_executor_config_fails_at_load_with_the_variable(tmp_path):
     (tmp_path / "list.yaml").write_text("- a\n")
     with pytest.raises(SettingsError, match="expected a mapping"):
         build_executor("celery", str(tmp_path / "list.yaml"))
+
+
+def test_the_operations_guide_starts_celery_workers_with_the_test_s_own_command():
+    from atlas_pipeline.ops.instance import project_file
+    from atlas_pipeline_tests.servers import celery_worker_command
+
+    guide = project_file("docs/operations.md").read_text()
+    assert " ".join(celery_worker_command("worker1")) in guide
+    assert "dagster-daemon run -w workspace.yaml" in guide

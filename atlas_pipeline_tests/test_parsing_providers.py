@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.grading.locations import EvidenceScope
+from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.parsing.providers.base import neutral_name
 from atlas_pipeline.processing import load_markdown, load_tables
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, read_record
@@ -217,6 +219,10 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
     assert failed.reason.endswith(" failed: no message") or "failed:" in failed.reason
     assert hung.status == "failed"
     assert hung.reason.endswith("did not finish within 2 s (ATLAS_PROVIDER_MAX_SECONDS); last status: started")
+    # outside the document: `atlas run` tries them again (not "already extracted")
+    assert failed.retryable and hung.retryable
+    entries = list(load_catalog(atlas.store()).entries.values())
+    assert already_extracted(instance, entries, atlas.extraction_version().tag) == set()
 
     # a malformed result, from the MinerU local API: no markdown and no content list
     provider.control(malformed=[failing])
@@ -240,3 +246,30 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
         assert run_document(defs, instance, key).success
         assert extraction_of(atlas, key).status == "done", extraction_of(atlas, key).reason
     assert [r["path"] for r in provider.requests("/file_parse")][-4:] == ["/file_parse"] * 4
+
+
+def test_llm_extraction_reads_the_providers_text_and_tables_and_names_them_in_the_prompt(
+    provider, llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypatch
+):
+    copy_into(knowledge_base, TABLES_PDF)
+    llm_server.script(default={"content": "{}"})
+    monkeypatch.setenv("ATLAS_LLM_API_KEY", "sk-test-0123456789")
+    options = {
+        "tables_parser": "docling",
+        "docling_url": provider.url,
+        "llm_base_url": llm_server.base_url,
+        "llm_model": "scripted-model",
+        "llm_api_key": "sk-test-0123456789",
+        "llm_max_retries": "0",
+        **FAST,
+    }
+    defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
+    assert run_document(defs, instance, "PMC5777645.pdf").success
+    parse, extraction = parse_of(atlas, "PMC5777645.pdf"), extraction_of(atlas, "PMC5777645.pdf")
+    assert parse.provider == "local + tables: docling" and extraction.mode == "llm" and extraction.llm_calls >= 1
+    prompt = llm_server.requests()[0]["messages"][1]["content"]
+    assert '<FULL_TEXT source="pymupdf4llm">' in prompt
+    assert '<HIGH_FIDELITY_TABLES source="docling tables, HTML" priority="HIGHEST">' in prompt
+    tables = load_tables(atlas.store(), parse)
+    assert tables[0].html in prompt  # docling's tables are the ones offered
+    assert extraction.version_parts["parser"].startswith("pymupdf4llm+tables:docling:")

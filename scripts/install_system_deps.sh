@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Atlas uses: tesseract-ocr (OCR of scanned pages and images) for running it, and with
-# --tests also postgresql (the test suite starts its own throw-away server for the PostgreSQL instance storage) and
-# chromium (the review page's test drives a real headless browser through playwright).
+# --tests also postgresql (the test suite starts its own throw-away server for the PostgreSQL instance storage),
+# chromium (the review page's test drives a real headless browser through playwright) and redis-server (the broker
+# of the Celery scale-out test).
 # Idempotent: does nothing when they are already present. Waits for another apt/dpkg run to finish instead of failing.
 set -euo pipefail
 missing=()
@@ -9,6 +10,7 @@ command -v tesseract >/dev/null 2>&1 || missing+=(tesseract-ocr tesseract-ocr-en
 if [ "${1:-}" = "--tests" ]; then
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then

@@ -273,6 +273,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
             metadata = {
                 "status": record.status.value,
                 "reason": record.reason,
+                "retryable": record.retryable,
                 "mode": record.mode,
                 "sha256": record.sha256,
                 "completeness": record.completeness if record.completeness is not None else -1.0,

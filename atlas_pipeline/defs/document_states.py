@@ -188,6 +188,9 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
         reason = str(metadata["reason"].value) if "reason" in metadata else ""
         if reason.startswith("extract:"):  # the LLM step failed: worth another try
             continue
+        retryable = metadata.get("retryable")
+        if retryable is not None and retryable.value:  # a parsing provider failed: worth another try too
+            continue
         if entry.problem:
             if entry.problem in reason:
                 done.add(entry.key)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_pipeline.extraction.llm import LLMClient, LLMError, Usage
-from atlas_pipeline.extraction.prompt import build_messages
+from atlas_pipeline.extraction.prompt import PromptSources, build_messages
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.extraction.templates import Template, TemplateModule, entry_field_name, entry_field_parts
@@ -189,8 +189,10 @@ def extract_with_llm(
     rule: Rule,
     markdown: str,
     tables: Sequence[Table],
+    sources: PromptSources | None = None,
 ) -> ExtractionOutcome:
-    """Run the rule's strategy and grade every field against the markdown and the tables."""
+    """Run the rule's strategy and grade every field against the markdown and the tables (``sources``: who made
+    them, as the prompt names them)."""
     schema = json_schema(template)
     model = answer_model(template)
     scope = EvidenceScope(markdown, tables)
@@ -211,7 +213,7 @@ def extract_with_llm(
         part = (index, len(spans)) if len(spans) > 1 else None
         html = [table.html for table in chunk_tables[index - 1]]
         messages = build_messages(
-            template, markdown[start:end], html, rule.custom_instructions, schema=schema, part=part
+            template, markdown[start:end], html, rule.custom_instructions, schema=schema, part=part, sources=sources
         )
         try:
             answer = client.complete(messages, schema, model)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from atlas_pipeline.extraction.extractor import extract_with_llm
 from atlas_pipeline.extraction.identifiers import find_identifiers
 from atlas_pipeline.extraction.llm import LLMClient, LLMError
+from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
 from atlas_pipeline.extraction.templates import Template
@@ -77,7 +78,8 @@ class LLMPostprocessor(Postprocessor):
         record.identifiers = find_identifiers(markdown)
         record.llm_model = self.llm.config.model
         try:
-            outcome = extract_with_llm(self.llm, inputs.template, inputs.rule, markdown, inputs.tables())
+            sources = PromptSources.of_parse(inputs.parse.provider)
+            outcome = extract_with_llm(self.llm, inputs.template, inputs.rule, markdown, inputs.tables(), sources)
         except LLMError as error:
             record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
             record.llm_calls, record.llm_cache_hits = error.usage.calls, error.usage.cache_hits

@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import unicodedata
+from dataclasses import dataclass
 
 from atlas_pipeline.extraction.templates import Template
 
@@ -137,6 +138,25 @@ def _shape(schema: dict) -> dict:
     return {**shaped, "$defs": defs}
 
 
+@dataclass(frozen=True)
+class PromptSources:
+    """How the prompt names who made the text and the tables (``parsing.providers``); the defaults are the local
+    parser's, so a default deployment's prompt (and its cached answers) never change."""
+
+    text: str = "pymupdf4llm"
+    tables: str = "document tables, HTML"
+
+    @classmethod
+    def of_parse(cls, provider: str) -> PromptSources:
+        """From a parse record's provider: ``mineru``, ``local + tables: mineru``, ``local`` or empty."""
+        text, _, tables = provider.partition(" + tables: ")
+        text = "" if text in ("", "local") else text
+        return cls(
+            text=text or cls.text,
+            tables=f"{tables or text} tables, HTML" if (tables or text) else cls.tables,
+        )
+
+
 def build_messages(
     template: Template,
     markdown: str,
@@ -145,6 +165,7 @@ def build_messages(
     *,
     schema: dict | None = None,
     part: tuple[int, int] | None = None,
+    sources: PromptSources | None = None,
 ) -> list[dict[str, str]]:
     """Chat messages for one extraction call (``part`` = (index, total) for a chunk of a long document)."""
     if custom_instructions.strip():
@@ -155,10 +176,11 @@ def build_messages(
             f"This is part {part[0]} of {part[1]} of a long document: extract what this part states; "
             "fields it does not state are null."
         )
-    sections.append(f'<{FULL_TEXT_TAG} source="pymupdf4llm">\n{neutralise(markdown)}\n</{FULL_TEXT_TAG}>')
+    sources = sources or PromptSources()
+    sections.append(f'<{FULL_TEXT_TAG} source="{sources.text}">\n{neutralise(markdown)}\n</{FULL_TEXT_TAG}>')
     if tables_html:
         tables = "\n\n".join(neutralise(html) for html in tables_html)
-        sections.append(f'<{TABLES_TAG} source="document tables, HTML" priority="HIGHEST">\n{tables}\n</{TABLES_TAG}>')
+        sections.append(f'<{TABLES_TAG} source="{sources.tables}" priority="HIGHEST">\n{tables}\n</{TABLES_TAG}>')
     if custom_instructions.strip():
         sections.append(f"{BEGIN_RULES}\n{neutralise(custom_instructions.strip())}\n{END_RULES}\n{RULES_GUARD}")
     if schema is not None:  # the field guide above describes each field: the schema here only gives the shape

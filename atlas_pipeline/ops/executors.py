@@ -32,6 +32,8 @@ def load_executor_config(path: str) -> dict:
         loaded = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as error:
         raise SettingsError(f"ATLAS_EXECUTOR_CONFIG={path!r}: cannot read it as YAML ({error})") from None
+    if isinstance(loaded, dict) and isinstance(loaded.get("execution"), dict):  # the shape dagster-celery reads
+        loaded = loaded["execution"].get("config") or {}
     if not isinstance(loaded, dict):
         raise SettingsError(f"ATLAS_EXECUTOR_CONFIG={path!r}: expected a mapping of executor config")
     return loaded

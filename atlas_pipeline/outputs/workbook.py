@@ -25,6 +25,7 @@ _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 STATUS_FILLS = {
     "failed": "#F8CBAD",
     "skipped": "#D9D9D9",
+    "cancelled": "#D9D9D9",
     "pending": "#FFF2CC",
     "extracting": "#FFF2CC",
     "partial": "#FCE4D6",

@@ -26,6 +26,7 @@ class Problem(BaseModel):
     status: Literal["failed", "skipped"]
     reason: str
     stage: str
+    retryable: bool = False  # outside the document (a parsing provider down): another run may succeed
 
     model_config = ConfigDict(validate_assignment=True)
 
@@ -96,6 +97,7 @@ class ExtractionRecord(BaseModel):
     extraction_version: str = ""  # the version tag (extraction.version); another tag makes the record stale
     version_parts: dict[str, str] = Field(default_factory=dict)
     parser: str = ""  # the fingerprint of the parse it was made from (parsing.providers)
+    retryable: bool = False  # failed for a reason outside the document: `atlas run` tries it again
     text_path: str = ""
     tables_path: str = ""
     extraction_path: str = ""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from atlas_pipeline.parsing.errors import UnreadableDocumentError
-from atlas_pipeline.parsing.media import IMAGE_TYPES, PDF
+from atlas_pipeline.parsing.media import PDF
 from atlas_pipeline.parsing.model import ParsedDocument
 
 EXTENSIONS = {PDF: "pdf", "image/png": "png", "image/jpeg": "jpg", "image/tiff": "tiff", "image/bmp": "bmp"}
@@ -43,7 +43,7 @@ class ParsingProvider(ABC):
 
     name: ClassVar[str]
     revision: ClassVar[int] = 1  # of this adapter: bump when a change here changes what it makes of an answer
-    media_types: ClassVar[frozenset[str]] = frozenset({PDF, *IMAGE_TYPES})
+    media_types: ClassVar[frozenset[str]] = frozenset(EXTENSIONS)  # what MinerU and docling both read
 
     limits: ProviderLimits = ProviderLimits()
 

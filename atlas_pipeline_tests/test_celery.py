@@ -1,0 +1,138 @@
+"""Scale-out for real: two Celery workers (their own processes and working directories, a Redis broker) run the
+document steps of runs the daemon launches, with the instance on PostgreSQL and everything else on S3 — nothing
+shared but what a real deployment shares. A worker killed mid-step is recovered; the pools hold across workers."""
+
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from atlas_pipeline_tests.celery_cluster import celery_deployment
+from atlas_pipeline_tests.corpus import corpus_file
+from atlas_pipeline_tests.helpers import latest_metadata
+from atlas_pipeline_tests.servers import create_database
+
+pytestmark = [pytest.mark.daemon, pytest.mark.postgres, pytest.mark.s3, pytest.mark.corpus]
+DEADLINE_SECONDS = 420
+BUCKET = "atlas-celery"  # celery_deployment's default
+DOCUMENTS = {
+    "lidocaine.pdf": "rct/PMC3508963.pdf",
+    "second.pdf": "rct/PMC5154016.pdf",
+    "third.pdf": "rct/PMC3510731.pdf",
+    "fourth.pdf": "rct/PMC4458006.pdf",
+}
+WORKER_LOST_AFTER = 15  # the test's Redis visibility timeout (deploy/celery/executor.yaml: 900 s)
+
+
+def _celery_events(instance: dg.DagsterInstance) -> list[tuple[str, str, str]]:
+    """(run id, step key, Celery worker) of every "Executing steps … in celery worker" event so far."""
+    found = []
+    for run in instance.get_runs(dg.RunsFilter(job_name="document_job")):
+        for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+            event = entry.dagster_event
+            metadata = event.engine_event_data.metadata if event and event.engine_event_data else {}
+            if "Celery worker" in metadata:
+                found.append((run.run_id, event.step_key or "", str(metadata["Celery worker"].value)))
+    return found
+
+
+def _step_intervals(instance: dg.DagsterInstance, step: str) -> list[tuple[float, float, int, str]]:
+    """(start, end, pid, run id) of each successful execution of ``step`` in the document runs."""
+    intervals = []
+    for run in instance.get_runs(dg.RunsFilter(job_name="document_job")):
+        starts = {}
+        for entry in instance.all_logs(run.run_id):
+            event = entry.dagster_event
+            if event is None or event.step_key != step:
+                continue
+            if event.event_type == dg.DagsterEventType.STEP_START:
+                starts[step] = (entry.timestamp, event.pid)
+            elif event.event_type == dg.DagsterEventType.STEP_SUCCESS and step in starts:
+                intervals.append((starts[step][0], entry.timestamp, starts[step][1], run.run_id))
+    return sorted(intervals)
+
+
+def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
+    tmp_path, postgres_cluster, s3_endpoint, monkeypatch
+):
+    database = create_database(postgres_cluster, "celery_scale_out")
+    for name, value in database.items():  # this process reads the instance too
+        monkeypatch.setenv(name, value)
+    # the parse pool at one step at a time, to see it hold across the workers
+    with celery_deployment(
+        tmp_path, database, workers=2, visibility_timeout=WORKER_LOST_AFTER, pool_limit=1
+    ) as cluster:
+        instance, daemon, second = cluster.instance, cluster.daemon, cluster.workers["worker2"]
+        fs = cluster.fs
+        for name, relative in DOCUMENTS.items():
+            cluster.drop(name, corpus_file(relative).read_bytes())
+        cluster.drop("broken.pdf", b"<html><body>not a pdf</body></html>")
+        log = tmp_path / "daemon" / "daemon.log"
+
+        def fail(what: str) -> None:
+            pytest.fail(f"{what}\n{cluster.logs()}")
+
+        # the second worker is killed (the whole machine, say) while it runs a parse
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not any(
+            step == "document_parse" and who.startswith("worker2@") for _, step, who in _celery_events(instance)
+        ):
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                fail("worker2 never got a parse")
+            time.sleep(0.2)
+        at_kill = _celery_events(instance)
+        os.killpg(second.pid, signal.SIGKILL)
+        killed_at = time.time()
+        (victim,) = {run for run, step, who in at_kill if step == "document_parse" and who.startswith("worker2@")}
+
+        completion = None
+        while time.monotonic() < deadline:
+            assert daemon.poll() is None, log.read_text()[-3000:]
+            completion = latest_metadata(instance, "task_completion")
+            exports = latest_metadata(instance, "extraction_exports")
+            counted = completion and completion["count_done"].value == 4 and completion["count_failed"].value == 1
+            if counted and exports and exports["documents"].value == 5:
+                break
+            time.sleep(2)
+        else:
+            fail(f"not every document finished: {completion and {k: v.value for k, v in completion.items()}}")
+
+        # every step ran in a worker, not in the run's process: both workers took steps
+        events = _celery_events(instance)
+        workers = {who.split("@")[0] for _, _, who in events}
+        assert workers == {"worker1", "worker2"}, events
+        runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))
+        assert len(runs) == 5 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+        # the killed worker's parse came back to the other worker and finished there, after the kill
+        assert {who.split("@")[0] for run, step, who in events if run == victim and step == "document_parse"} == {
+            "worker1",
+            "worker2",
+        }
+        parses = _step_intervals(instance, "document_parse")
+        assert len(parses) == 5
+        assert any(run == victim and end > killed_at for _, end, _, run in parses), parses
+        # the parse pool (one at a time) held across the two workers: no two parses overlapped
+        for (_, end, _, _), (start, _, _, _) in itertools.pairwise(parses):
+            assert start >= end - 0.05, parses
+        # no step ran in a run worker's process
+        run_pids = {
+            int(event.dagster_event.pid)
+            for run in runs
+            for event in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
+        }
+        assert not run_pids & {pid for _, _, pid, _ in parses}
+
+        # the aggregates and the exports, on S3
+        assert completion["total"].value == 5
+        exported = pl.read_parquet(fs.open(f"{BUCKET}/exports/atlas_documents.parquet", "rb").read())
+        statuses = dict(zip(exported["document_key"], exported["status"], strict=True))
+        assert statuses == {**dict.fromkeys(DOCUMENTS, "done"), "broken.pdf": "failed"}
+        # nothing was written on a local disk of the workers but logs and Dagster's own compute logs
+        for name in ("worker1", "worker2"):
+            written = {p.relative_to(tmp_path / name).parts[0] for p in Path(tmp_path / name).rglob("*") if p.is_file()}
+            assert written <= {"worker.log", "dagster_home"}, written
