@@ -65,6 +65,7 @@ def command_run(args: argparse.Namespace) -> int:
     template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
     print(f"knowledge base: {settings.knowledge_base}")
     print(f"rule:           {atlas.rule} ({atlas.mode(rule)} mode, template {template.code})")
+    print(f"parser:         {atlas.parser_choice().summary()}")
     print(f"dagster home:   {home}")
     scan = refresh_catalog(atlas.open_knowledge_base(), store)
     print(f"scan: {scan.summary()}")
@@ -323,7 +324,10 @@ def command_cancel(args: argparse.Namespace) -> int:
         try:
             cancelled = cancel_documents(instance, Store(settings.artifacts), args.keys, by)
         except CancelRefused as refusal:
-            print(f"atlas: nothing cancelled:\n{refusal}", file=sys.stderr)
+            for item in refusal.cancelled:
+                print(f"{item.key}: cancelled (run {item.run_id[:8]}, queued since {item.queued_since}) by {by}")
+            what = "the others were not cancelled" if refusal.cancelled else "nothing cancelled"
+            print(f"atlas: {what}:\n{refusal}", file=sys.stderr)
             return 1
     for item in cancelled:
         print(f"{item.key}: cancelled (run {item.run_id[:8]}, queued since {item.queued_since}) by {by}")

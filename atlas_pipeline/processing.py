@@ -119,7 +119,7 @@ def parse_snapshot(
             tables = _provider_parse(store, tables_provider, snapshot, data, media_type, provider_cached)
             parsed = with_tables_from(parsed, tables)
     except DocumentError as error:
-        retryable = isinstance(error, ProviderError)
+        retryable = isinstance(error, ProviderError) and error.retryable
         record.problem = Problem(status=error.status, reason=error.reason, stage="parse", retryable=retryable)
         record.seconds = round(time.perf_counter() - started, 4)
         # a higher limit, or a provider asked again, may succeed: only the local parser's verdicts are cached
@@ -173,7 +173,12 @@ def _provider_parse(
         raise ProviderError(
             f"{provider.name}: not sent: {len(data) / 1e6:.1f} MB is above ATLAS_PROVIDER_MAX_MB={limit:g}", "skipped"
         )
-    parsed = provider.parse(data, snapshot.source_path, media_type)
+    try:
+        parsed = provider.parse(data, snapshot.source_path, media_type)
+    except DocumentError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as error:  # an answer of another shape
+        raise ProviderError(f"{provider.name}: malformed result ({type(error).__name__}: {error})") from error
     parsed.media_type = parsed.media_type or media_type
     store.write_json(path, parsed.model_dump(mode="json"))
     cached.append(False)

@@ -57,11 +57,12 @@ def celery_deployment(
     ``database`` (``DAGSTER_PG_*``) too, since this process reads the instance."""
     fs, _ = filesystem_for(f"s3://{bucket}")
     fs.mkdir(bucket)
+    folder.mkdir(parents=True, exist_ok=True)
     executor = folder / "executor.yaml"  # the deployment's own, with a shorter Redis visibility timeout
     executor.write_text(
         project_file(CELERY_EXECUTOR_CONFIG)
         .read_text()
-        .replace("visibility_timeout: 900", f"visibility_timeout: {visibility_timeout}")
+        .replace("visibility_timeout: 3600", f"visibility_timeout: {visibility_timeout}")
     )
     instance_config = project_file("deploy/celery/dagster.yaml").read_text()
     instance_config = instance_config.replace("default_limit: 16", f"default_limit: {pool_limit}")

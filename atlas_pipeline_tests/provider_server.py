@@ -112,7 +112,7 @@ def docling_document(items: list[dict]) -> dict:
         captions = []
         if item["table_caption"]:
             texts.append({"self_ref": f"#/texts/{len(texts)}", "label": "caption", "text": item["table_caption"][0]})
-            captions.append({"cref": texts[-1]["self_ref"]})
+            captions.append({"$ref": texts[-1]["self_ref"]})
         grid = [
             [{"text": cell, "column_header": number == 0} for cell in row] for number, row in enumerate(item["rows"])
         ]

@@ -27,7 +27,7 @@ DOCUMENTS = {
     "second.pdf": "rct/PMC5154016.pdf",
     "third.pdf": "rct/PMC3510731.pdf",
 }
-WORKER_LOST_AFTER = 15  # the test's Redis visibility timeout (deploy/celery/executor.yaml: 900 s)
+WORKER_LOST_AFTER = 15  # the test's Redis visibility timeout (deploy/celery/executor.yaml: 3600 s)
 
 
 def _celery_events(instance: dg.DagsterInstance) -> list[tuple[str, str, str, str]]:

@@ -219,10 +219,10 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
     assert failed.reason.endswith(" failed: no message") or "failed:" in failed.reason
     assert hung.status == "failed"
     assert hung.reason.endswith("did not finish within 2 s (ATLAS_PROVIDER_MAX_SECONDS); last status: started")
-    # outside the document: `atlas run` tries them again (not "already extracted")
-    assert failed.retryable and hung.retryable
+    # a provider that did not answer in time may next time: `atlas run` tries it again; a task it failed is done
+    assert hung.retryable and not failed.retryable
     entries = list(load_catalog(atlas.store()).entries.values())
-    assert already_extracted(instance, entries, atlas.extraction_version().tag) == set()
+    assert already_extracted(instance, entries, atlas.extraction_version().tag) == {"PMC5777645.pdf"}
 
     # a malformed result, from the MinerU local API: no markdown and no content list
     provider.control(malformed=[failing])
@@ -231,14 +231,17 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
     assert run_document(defs, instance, "PMC5777645.pdf").success
     malformed = extraction_of(atlas, "PMC5777645.pdf")
     assert malformed.reason == "parse: mineru: malformed result: neither a content list nor markdown came back"
-    # an answer slower than the request timeout, retried, then the reason
-    provider.control(hang=[hanging], hang_seconds=3)
-    slow = {**mineru, "provider_timeout_seconds": "1"}
+    # a synchronous parse slower than the document's time: not sent again (MinerU may still be working on it)
+    provider.control(hang=[hanging], hang_seconds=4)
+    slow = {**mineru, "provider_max_seconds": "2"}
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **slow)
+    sent = len(provider.requests("/file_parse"))
     assert run_document(defs, instance, "PMC3508963.pdf").success
-    assert extraction_of(atlas, "PMC3508963.pdf").reason == (
-        "parse: mineru: parse: no answer within 1 s (ATLAS_PROVIDER_TIMEOUT_SECONDS) (after 2 attempts)"
-    )
+    timed_out = extraction_of(atlas, "PMC3508963.pdf")
+    assert timed_out.reason == "parse: mineru: parse: no answer within 2 s (ATLAS_PROVIDER_MAX_SECONDS)"
+    assert timed_out.retryable and len(provider.requests("/file_parse")) == sent + 1
+    # a malformed answer is not worth asking again by itself (`atlas run --force` does)
+    assert not malformed.retryable
     # transient refusals (503 at capacity) are retried; and nothing failed was cached: both parse now
     provider.control(transient=2)
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **{**mineru, "provider_max_retries": "3"})

@@ -43,3 +43,20 @@ def test_readme_documents_every_setting():
     readme = (PROJECT_ROOT / "README.md").read_text()
     missing = [variable for variable, _, _ in describe_settings() if f"`{variable}`" not in readme]
     assert not missing, f"settings missing from the README table: {missing}"
+
+
+def test_a_parsing_provider_chosen_without_its_address_stops_at_start_up():
+    with pytest.raises(SettingsError, match="ATLAS_PARSER/ATLAS_TABLES_PARSER is docling but ATLAS_DOCLING_URL"):
+        load_settings({"ATLAS_PARSER": "docling"})
+    with pytest.raises(SettingsError, match="ATLAS_PARSER/ATLAS_TABLES_PARSER is mineru but ATLAS_MINERU_URL"):
+        load_settings({"ATLAS_TABLES_PARSER": "mineru"})
+    with pytest.raises(SettingsError, match="the hosted MinerU API needs ATLAS_MINERU_TOKEN"):
+        load_settings(
+            {"ATLAS_PARSER": "mineru", "ATLAS_MINERU_URL": "https://mineru.net", "ATLAS_MINERU_API": "hosted"}
+        )
+    with pytest.raises(SettingsError, match=r"ATLAS_MINERU_URL='gpu:8000': .*not an http"):
+        load_settings({"ATLAS_PARSER": "mineru", "ATLAS_MINERU_URL": "gpu:8000"})
+    with pytest.raises(SettingsError, match=r"ATLAS_MINERU_TOKEN='\*\*\*'"):
+        load_settings({"ATLAS_MINERU_TOKEN": 123})
+    settings = load_settings({"ATLAS_PARSER": "mineru", "ATLAS_MINERU_URL": "http://gpu-host:8000/"})
+    assert settings.mineru_url == "http://gpu-host:8000"

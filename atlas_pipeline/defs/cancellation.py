@@ -26,6 +26,7 @@ from atlas_pipeline.store.records import ExtractionRecord, read_record, write_re
 QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 RUNNING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 STAGE = "cancellation"
+RUNS_LOOKED_AT = 5000  # the newest runs of each kind: an older cancelled run has been followed by others
 
 
 class Cancellation(BaseModel):
@@ -38,15 +39,20 @@ class Cancellation(BaseModel):
     how: str = "atlas cancel"
 
 
-class CancelRefused(Exception):
-    """The document cannot be cancelled now; the message says why and what to do."""
-
-
 @dataclass(frozen=True)
 class Cancelled:
     key: str
     run_id: str
     queued_since: str
+
+
+class CancelRefused(Exception):
+    """The document cannot be cancelled now; the message says why and what to do. ``cancelled``: what was cancelled
+    before the refusal (a run that started at the same moment is found only while cancelling)."""
+
+    def __init__(self, message: str, cancelled: list[Cancelled] | None = None) -> None:
+        super().__init__(message)
+        self.cancelled = cancelled or []
 
 
 def _when(timestamp: float | datetime | None) -> str:
@@ -60,7 +66,7 @@ def _when(timestamp: float | datetime | None) -> str:
 def _runs_on(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus], keys: set[str]) -> dict:
     order = list(instance.get_dynamic_partitions(documents_partitions.name))
     found: dict[str, list[dg.RunRecord]] = {}
-    for record in instance.get_run_records(dg.RunsFilter(statuses=statuses)):
+    for record in instance.get_run_records(dg.RunsFilter(statuses=statuses), limit=RUNS_LOOKED_AT):
         if record.dagster_run.job_name not in DOCUMENT_JOBS:
             continue
         for key in documents_of(record.dagster_run, order) & keys:
@@ -108,7 +114,9 @@ def cancel_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]
                 current = instance.get_run_by_id(run.run_id)
                 if current is None or current.status != dg.DagsterRunStatus.CANCELED:
                     status = current.status.value if current else "gone"
-                    raise CancelRefused(f"{key}: run {run.run_id[:8]} started before the cancel landed ({status})")
+                    raise CancelRefused(
+                        f"{key}: run {run.run_id[:8]} started before the cancel landed ({status})", done
+                    )
                 cancelled_runs.add(run.run_id)
             write_record(
                 store, key, STAGE, Cancellation(key=key, run_id=run.run_id, cancelled_by=by, cancelled_at=now_iso())
@@ -128,9 +136,13 @@ def cancelled_documents(instance: dg.DagsterInstance, store: Store, keys: list[s
         if planned is not None and planned.run_id != newest.dagster_run.run_id:
             continue  # a newer run was asked for since
         extraction = read_record(store, key, "extraction", ExtractionRecord)
-        updated = newest.update_timestamp
-        cancelled_at = (updated if updated.tzinfo else updated.replace(tzinfo=UTC)).timestamp()
-        if extraction is not None and datetime.fromisoformat(extraction.extracted_at).timestamp() > cancelled_at:
+        created, updated = (
+            (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+            for moment in (newest.create_timestamp, newest.update_timestamp)
+        )
+        cancelled_at = updated
+        # extracted by that run before it was stopped (a batch terminated midway), or by a later one: not cancelled
+        if extraction is not None and datetime.fromisoformat(extraction.extracted_at).timestamp() >= created:
             continue
         run_id = newest.dagster_run.run_id
         note = read_record(store, key, STAGE, Cancellation)

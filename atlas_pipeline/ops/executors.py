@@ -32,8 +32,11 @@ def load_executor_config(path: str) -> dict:
         loaded = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as error:
         raise SettingsError(f"ATLAS_EXECUTOR_CONFIG={path!r}: cannot read it as YAML ({error})") from None
-    if isinstance(loaded, dict) and isinstance(loaded.get("execution"), dict):  # the shape dagster-celery reads
-        loaded = loaded["execution"].get("config") or {}
+    if isinstance(loaded, dict) and "execution" in loaded:  # the shape dagster-celery's workers read
+        execution = loaded["execution"] if isinstance(loaded["execution"], dict) else {}
+        loaded = execution.get("config") or execution.get("celery")  # "celery": its legacy key
+        if not loaded:
+            raise SettingsError(f"ATLAS_EXECUTOR_CONFIG={path!r}: `execution:` needs a `config:` mapping")
     if not isinstance(loaded, dict):
         raise SettingsError(f"ATLAS_EXECUTOR_CONFIG={path!r}: expected a mapping of executor config")
     return loaded

@@ -20,9 +20,10 @@ class ProviderError(UnreadableDocumentError):
     """A provider gave no usable result for this document (its task failed, it timed out, it answered something
     malformed, it refused the request). Never cached: the next run asks again."""
 
-    def __init__(self, reason: str, status: str = "failed") -> None:
+    def __init__(self, reason: str, status: str = "failed", retryable: bool = False) -> None:
         super().__init__(reason)
         self.status = status
+        self.retryable = retryable  # the provider was down, slow or busy: the next `atlas run` asks again
 
 
 @dataclass(frozen=True)

@@ -41,3 +41,14 @@ class ParserChoice:
         text, tables = self.text_provider(PDF), self.tables_provider(PDF)
         label = text.name + (f"+tables:{tables.name}" if tables else "")
         return f"{label}:{self.fingerprint(PDF)}"
+
+    def summary(self) -> str:
+        """One line for people (``atlas run``): who parses PDFs and images, and where."""
+
+        def named(provider: ParsingProvider) -> str:
+            where = getattr(provider, "url", "")
+            return f"{provider.name} at {where}" if where else f"{provider.name} (here)"
+
+        text, tables = self.text_provider(PDF), self.tables_provider(PDF)
+        line = f"PDFs and images: {named(text)}" + (f", tables: {named(tables)}" if tables else "")
+        return line if text is self.local and tables is None else line + "; HTML, JATS and text here"

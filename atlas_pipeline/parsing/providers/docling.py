@@ -54,9 +54,12 @@ def docling_tables(document: dict[str, Any]) -> list[Table]:
         rows, headers = _grid(item)
         if not any(any(row) for row in rows):
             continue
-        captions = [texts.get((ref or {}).get("cref"), "") for ref in item.get("captions") or []]
-        provenance = item.get("prov") or [{}]
-        page = provenance[0].get("page_no") if isinstance(provenance[0], dict) else None
+        # references are written {"$ref": "#/texts/N"} (docling-core's alias of cref)
+        refs = [ref for ref in item.get("captions") or [] if isinstance(ref, dict)]
+        captions = [str(texts.get(ref.get("$ref") or ref.get("cref"), "")) for ref in refs]
+        provenance = item.get("prov")
+        first = provenance[0] if isinstance(provenance, list) and provenance else {}
+        page = first.get("page_no") if isinstance(first, dict) else None
         tables.append(
             table_from_rows(
                 rows,
@@ -111,6 +114,7 @@ class DoclingServe(ParsingProvider):
                 "/v1/convert/file/async",
                 deadline,
                 "submit",
+                starts_work=True,
                 files={"files": (name, data, media_type)},
                 data=self.form(),
             )
@@ -125,7 +129,8 @@ class DoclingServe(ParsingProvider):
                 if deadline.left() < self.limits.poll_seconds:
                     raise ProviderError(
                         f"docling: task {task_id} did not finish within {self.limits.max_seconds:g} s "
-                        f"(ATLAS_PROVIDER_MAX_SECONDS); last status: {status}"
+                        f"(ATLAS_PROVIDER_MAX_SECONDS); last status: {status}",
+                        retryable=True,
                     )
                 time.sleep(self.limits.poll_seconds)
                 task = http.json("GET", f"/v1/status/poll/{task_id}", deadline, "poll")

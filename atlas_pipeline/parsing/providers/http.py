@@ -54,20 +54,40 @@ class ProviderHTTP:
     def _own_host(self, url: str) -> bool:
         return urlsplit(url).netloc == urlsplit(self.base_url).netloc
 
-    def request(self, method: str, path: str, deadline: Deadline, what: str, **kwargs: Any) -> httpx.Response:
-        """One request (``what`` says what it was for, in reasons), retried while transient and time is left."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        deadline: Deadline,
+        what: str,
+        *,
+        starts_work: bool = False,
+        synchronous: bool = False,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        """One request (``what`` says what it was for, in reasons), retried while transient and time is left.
+
+        ``starts_work``: the request starts work at the provider (a task submitted, a synchronous parse): one that
+        timed out is not sent again — the provider may still be working on it, and a second copy would only add to
+        its load (or to the quota). ``synchronous``: it answers when the parse is done, so it may take the
+        document's whole time (``ATLAS_PROVIDER_MAX_SECONDS``)."""
+        starts_work = starts_work or synchronous
         url = self._url(path)
         headers = {**(self.headers if self._own_host(url) else {}), **kwargs.pop("headers", {})}
         attempt = 0
         while True:
             attempt += 1
-            timeout = max(1.0, min(self.limits.timeout_seconds, deadline.left()))
+            limit = deadline.left() if synchronous else min(self.limits.timeout_seconds, deadline.left())
+            timeout = max(1.0, limit)
             problem, wait = "", 0.0
             try:
                 self.requests += 1
                 response = self.client.request(method, url, headers=headers, timeout=timeout, **kwargs)
             except httpx.TimeoutException:
-                problem = f"{what}: no answer within {timeout:g} s (ATLAS_PROVIDER_TIMEOUT_SECONDS)"
+                setting = "ATLAS_PROVIDER_MAX_SECONDS" if synchronous else "ATLAS_PROVIDER_TIMEOUT_SECONDS"
+                problem = f"{what}: no answer within {timeout:.0f} s ({setting})"
+                if starts_work:
+                    raise ProviderError(redact(f"{self.label}: {problem}"), retryable=True) from None
             except httpx.TransportError as error:
                 problem = f"{what}: cannot reach {urlsplit(url).netloc} ({type(error).__name__}: {error})"
             else:
@@ -83,7 +103,7 @@ class ProviderHTTP:
                 wait = retry_after(response)
             if attempt > self.limits.max_retries or deadline.passed():
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                raise ProviderError(redact(f"{self.label}: {problem}{tries}"))
+                raise ProviderError(redact(f"{self.label}: {problem}{tries}"), retryable=True)
             backoff = self.limits.backoff_seconds * 2 ** (attempt - 1) * (1 + random.random() / 2)
             time.sleep(max(0.0, min(max(wait, backoff), deadline.left())))
 
@@ -94,7 +114,8 @@ class ProviderHTTP:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             start = response.text[:80].replace("\n", " ") if response.content else "an empty body"
-            raise ProviderError(f"{self.label}: malformed result: {what} answered non-JSON ({start!r})") from None
+            reason = f"{self.label}: malformed result: {what} answered non-JSON ({start!r})"
+            raise ProviderError(redact(reason)) from None
 
 
 def error_detail(response: httpx.Response) -> str:

@@ -29,6 +29,7 @@ from atlas_pipeline.parsing.tables import table_from_element
 
 PAGE_MARKER = "<!-- page {number} -->"
 MAX_UNZIPPED_BYTES = 2_000_000_000
+MAX_PAGES = 100_000
 RUNNING_STATES = ("waiting-file", "pending", "running", "converting")
 
 
@@ -59,7 +60,9 @@ def content_list_document(items: Any, engine: str) -> tuple[str, list[Table], in
     page = 0
     for item in items:
         expect(isinstance(item, dict), "mineru", "a content-list item is not an object")
-        number = int(item.get("page_idx") or 0) + 1
+        page_idx = item.get("page_idx") or 0
+        expect(isinstance(page_idx, int) and 0 <= page_idx < MAX_PAGES, "mineru", f"bad page_idx {page_idx!r}")
+        number = page_idx + 1
         while page < number:  # every page gets its marker, also one with nothing on it
             page += 1
             parts.append(PAGE_MARKER.format(number=page))
@@ -67,7 +70,7 @@ def content_list_document(items: Any, engine: str) -> tuple[str, list[Table], in
         if kind == "table":
             caption = " ".join(_texts(item.get("table_caption")))
             body = item.get("table_body") or ""
-            element = BeautifulSoup(body, "html.parser").find("table") if body else None
+            element = BeautifulSoup(body, "html.parser").find("table") if isinstance(body, str) and body else None
             if caption:
                 parts.append(caption)
             if element is not None:
@@ -158,7 +161,13 @@ class MinerULocal(ParsingProvider):
         started = time.perf_counter()
         try:
             answer = http.json(
-                "POST", "/file_parse", deadline, "parse", files={"files": (name, data, media_type)}, data=self.form()
+                "POST",
+                "/file_parse",
+                deadline,
+                "parse",
+                synchronous=True,
+                files={"files": (name, data, media_type)},
+                data=self.form(),
             )
         finally:
             http.close()
@@ -212,11 +221,23 @@ class MinerUHosted(ParsingProvider):
         started = time.perf_counter()
         try:
             submitted = self._data(
-                http.json("POST", "/api/v4/file-urls/batch", deadline, "submit", json=self.batch_request(name)),
+                http.json(
+                    "POST",
+                    "/api/v4/file-urls/batch",
+                    deadline,
+                    "submit",
+                    starts_work=True,
+                    json=self.batch_request(name),
+                ),
                 "submit",
             )
             batch_id, urls = submitted.get("batch_id"), submitted.get("file_urls")
-            expect(bool(batch_id) and isinstance(urls, list) and len(urls) == 1, "mineru", "no batch_id / upload URL")
+            expect(
+                isinstance(batch_id, str) and bool(batch_id) and isinstance(urls, list) and len(urls) == 1,
+                "mineru",
+                "no batch_id / upload URL",
+            )
+            expect(isinstance(urls[0], str) and urls[0].startswith(("http://", "https://")), "mineru", "bad upload URL")
             http.request("PUT", urls[0], deadline, "upload", content=data)
             uploaded = time.perf_counter()
             state, entry = "pending", {}
@@ -237,7 +258,8 @@ class MinerUHosted(ParsingProvider):
                 if deadline.left() < self.limits.poll_seconds:
                     raise ProviderError(
                         f"mineru: task {batch_id} did not finish within {self.limits.max_seconds:g} s "
-                        f"(ATLAS_PROVIDER_MAX_SECONDS); last state: {state}"
+                        f"(ATLAS_PROVIDER_MAX_SECONDS); last state: {state}",
+                        retryable=True,
                     )
                 time.sleep(self.limits.poll_seconds)
             parsed_at = time.perf_counter()
