@@ -88,6 +88,8 @@ def command_run(args: argparse.Namespace) -> int:
                 return 2
             entries = [entry for entry in entries if entry.key in set(args.only)]
         unchanged = set() if args.force else already_extracted(instance, entries, atlas.extraction_version().tag)
+        if args.only:  # a cancelled document named here runs again, even one extracted before its cancelled run
+            unchanged -= set(cancelled_documents(instance, store, list(unchanged)))
         keys = [entry.key for entry in entries if entry.key not in unchanged]
         if not args.only and not args.force:  # a person cancelled these: they run when named
             cancelled = cancelled_documents(instance, store, keys)
@@ -638,11 +640,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atlas", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help=command_run.__doc__)
-    run.add_argument("--only", nargs="+", metavar="KEY", help="process only these partition keys")
+    run.add_argument(
+        "--only", nargs="+", metavar="KEY", help="process only these partition keys (cancelled ones run again)"
+    )
     run.add_argument(
         "--force",
         action="store_true",
-        help="run documents again even when they were already extracted from the same bytes with this version",
+        help="run documents again even when they were already extracted from the same bytes with this version "
+        "(cancelled ones included)",
     )
     run.add_argument(
         "--workers",

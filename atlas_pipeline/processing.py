@@ -180,6 +180,9 @@ def _provider_parse(
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as error:  # an answer of another shape
         raise ProviderError(f"{provider.name}: malformed result ({type(error).__name__}: {error})") from error
     parsed.media_type = parsed.media_type or media_type
+    label = provider.version_label
+    if label and label not in parsed.provider_version:  # what it reported, and the deployment's own label
+        parsed.provider_version = f"{parsed.provider_version} ({label})" if parsed.provider_version else label
     store.write_json(path, parsed.model_dump(mode="json"))
     cached.append(False)
     return parsed

@@ -54,8 +54,9 @@ def test_queued_documents_are_cancelled_running_ones_refused_and_they_run_again(
         }
         log = tmp_path / "daemon.log"
         shutil.copyfile(slow, kb / "running.pdf")
+        # the instance's storage made here first: the daemon and its code server then find it (no two creators racing)
+        instance = dg.DagsterInstance.from_config(str(home))
         with dagster_daemon(env, tmp_path) as daemon:
-            instance = dg.DagsterInstance.from_config(str(home))
             wait_for(
                 "the first run started",
                 lambda: runs_of(instance, "running.pdf", [dg.DagsterRunStatus.STARTED]),

@@ -68,7 +68,7 @@ def test_mineru_local_api_parses_pdfs_through_the_pipeline_and_is_asked_once(
     provider, knowledge_base, settings_for, atlas_for, instance, tmp_path
 ):
     copy_into(knowledge_base, TABLES_PDF, "html/plos_one_article.html")
-    options = {"parser": "mineru", "mineru_url": provider.url, **FAST}
+    options = {"parser": "mineru", "mineru_url": provider.url, "provider_version": "a100-mineru", **FAST}
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
     for key in ("PMC5777645.pdf", "plos_one_article.html"):
         assert run_document(defs, instance, key).success
@@ -76,6 +76,7 @@ def test_mineru_local_api_parses_pdfs_through_the_pipeline_and_is_asked_once(
     parse = parse_of(atlas, "PMC5777645.pdf")
     assert parse.provider == "mineru" and parse.engine == "mineru 2.5.4-scripted (pipeline, local API)"
     assert parse.problem is None and parse.pages == 13 and parse.tables >= 3
+    assert parse.provider_version == "2.5.4-scripted (a100-mineru)"  # what it reported, and the deployment's label
     markdown = load_markdown(atlas.store(), parse)
     assert "<!-- page 1 -->" in markdown and "<!-- page 13 -->" in markdown
     tables = load_tables(atlas.store(), parse)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import dagster as dg
 from pydantic import BaseModel
 
-from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, documents_of
+from atlas_pipeline.defs.document_runs import documents_of
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.store.files import Store
@@ -26,6 +26,7 @@ from atlas_pipeline.store.records import ExtractionRecord, read_record, write_re
 QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 RUNNING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 STAGE = "cancellation"
+CANCELLABLE_JOBS = ("document_job", "document_batch_job")  # a review merge is not a document's processing
 RUNS_LOOKED_AT = 5000  # the newest runs of each kind: an older cancelled run has been followed by others
 
 
@@ -67,7 +68,7 @@ def _runs_on(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus], 
     order = list(instance.get_dynamic_partitions(documents_partitions.name))
     found: dict[str, list[dg.RunRecord]] = {}
     for record in instance.get_run_records(dg.RunsFilter(statuses=statuses), limit=RUNS_LOOKED_AT):
-        if record.dagster_run.job_name not in DOCUMENT_JOBS:
+        if record.dagster_run.job_name not in CANCELLABLE_JOBS:
             continue
         for key in documents_of(record.dagster_run, order) & keys:
             found.setdefault(key, []).append(record)

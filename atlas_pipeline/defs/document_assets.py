@@ -160,6 +160,7 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
         }
         if record.provider_task_id or record.timings:
             common["provider_task_id"] = record.provider_task_id or "none"
+            common["provider_version"] = record.provider_version or "unknown"
             common["provider_cached"] = record.provider_cached
             common["provider_timings"] = dg.MetadataValue.json(record.timings)
         text = {

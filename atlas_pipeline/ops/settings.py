@@ -323,7 +323,13 @@ def setting_default(name: str) -> Any:
 
 
 # ATLAS_* variables that are not settings of this model but are read elsewhere
-OTHER_VARIABLES = {"ATLAS_S3_ENDPOINT_URL", "ATLAS_TEST_CORPUS", "ATLAS_TEST_SCREENSHOTS"}
+OTHER_VARIABLES = {
+    "ATLAS_S3_ENDPOINT_URL",
+    "ATLAS_TEST_CORPUS",
+    "ATLAS_TEST_SCREENSHOTS",
+    "ATLAS_CELERY_BROKER",  # read by deploy/celery/executor.yaml
+    "ATLAS_CELERY_BACKEND",
+}
 
 
 class SettingsWarning(UserWarning):

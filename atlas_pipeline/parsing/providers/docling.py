@@ -163,7 +163,7 @@ class DoclingServe(ParsingProvider):
             engine=f"docling-serve ({self.table_mode} tables)",
             provider="docling",
             provider_task_id=task_id,
-            provider_version=self.version_label,
+            provider_version="",
             warnings=warnings,
             timings={
                 "queue_and_parse_seconds": round(parsed_at - started, 3),

@@ -270,7 +270,7 @@ class MinerUHosted(ParsingProvider):
             http.close()
         md_content, content_list = read_result_zip(archive)
         engine = f"mineru ({self.backend}, hosted API)"
-        parsed = to_document(content_list, md_content, engine, str(batch_id), self.version_label)
+        parsed = to_document(content_list, md_content, engine, str(batch_id), "")
         parsed.timings = {
             "upload_seconds": round(uploaded - started, 3),
             "queue_and_parse_seconds": round(parsed_at - uploaded, 3),
