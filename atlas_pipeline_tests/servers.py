@@ -318,22 +318,29 @@ class FeedSite:
 
 
 @contextlib.contextmanager
-def feed_site(folder: Path) -> Iterator[FeedSite]:
-    """A local web site with an RSS feed (``atlas_pipeline_tests.feed_server``) as a child process."""
+def _scripted_site(module: str, folder: Path) -> Iterator[str]:
+    """``python -m MODULE FOLDER PORT`` on 127.0.0.1 (its errors in ``FOLDER/server.log``), ready at ``/ready``."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     with (folder / "server.log").open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "atlas_pipeline_tests.feed_server", str(folder), str(port)],
+            [sys.executable, "-m", module, str(folder), str(port)],
             cwd=Path(__file__).resolve().parents[1],
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/ready", process)
-        yield FeedSite(folder, f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop(process)
+
+
+@contextlib.contextmanager
+def feed_site(folder: Path) -> Iterator[FeedSite]:
+    """A local web site with an RSS feed (``atlas_pipeline_tests.feed_server``) as a child process."""
+    with _scripted_site("atlas_pipeline_tests.feed_server", folder) as url:
+        yield FeedSite(folder, url)
 
 
 class ProviderSite:
@@ -344,31 +351,15 @@ class ProviderSite:
         self.folder = folder
         self.url = url
 
-    def control(self, **values) -> None:
-        (self.folder / "control.json").write_text(json.dumps(values))
-
-    def requests(self) -> list[dict]:
-        log = self.folder / "requests.jsonl"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    control = FeedSite.control
+    requests = FeedSite.requests
 
 
 @contextlib.contextmanager
 def provider_site(folder: Path) -> Iterator[ProviderSite]:
     """The scripted parsing provider (``atlas_pipeline_tests.provider_server``) as a child process."""
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    with (folder / "server.log").open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "atlas_pipeline_tests.provider_server", str(folder), str(port)],
-            cwd=Path(__file__).resolve().parents[1],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/ready", process)
-        yield ProviderSite(folder, f"http://127.0.0.1:{port}")
-    finally:
-        stop(process)
+    with _scripted_site("atlas_pipeline_tests.provider_server", folder) as url:
+        yield ProviderSite(folder, url)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
+from dagster._core.storage.tags import PARTITION_NAME_TAG
 from pydantic import BaseModel
 
 from atlas_pipeline.defs.document_runs import documents_of
@@ -64,13 +65,29 @@ def _when(timestamp: float | datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _runs_on(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus], keys: set[str]) -> dict:
-    order = list(instance.get_dynamic_partitions(documents_partitions.name))
+class _Order:
+    """The partition order, read once and only if a batched run (a partition range) asks for it."""
+
+    def __init__(self, instance: dg.DagsterInstance) -> None:
+        self.instance = instance
+        self.keys: list[str] | None = None
+
+    def documents_of(self, run: dg.DagsterRun) -> set[str]:
+        if PARTITION_NAME_TAG in run.tags:
+            return {run.tags[PARTITION_NAME_TAG]}
+        if self.keys is None:
+            self.keys = list(self.instance.get_dynamic_partitions(documents_partitions.name))
+        return documents_of(run, self.keys)
+
+
+def _runs_on(
+    instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus], keys: set[str], order: _Order
+) -> dict[str, list[dg.RunRecord]]:
     found: dict[str, list[dg.RunRecord]] = {}
     for record in instance.get_run_records(dg.RunsFilter(statuses=statuses), limit=RUNS_LOOKED_AT):
         if record.dagster_run.job_name not in CANCELLABLE_JOBS:
             continue
-        for key in documents_of(record.dagster_run, order) & keys:
+        for key in order.documents_of(record.dagster_run) & keys:
             found.setdefault(key, []).append(record)
     return found
 
@@ -79,10 +96,10 @@ def cancel_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]
     """Cancel the queued runs of ``keys``; raise ``CancelRefused`` (before cancelling anything) when one of them is
     being processed, has no queued run, or waits in a batched run with documents not named."""
     wanted = set(keys)
-    running = _runs_on(instance, RUNNING, wanted)
-    queued = _runs_on(instance, QUEUED, wanted)
+    order = _Order(instance)
+    running = _runs_on(instance, RUNNING, wanted, order)
+    queued = _runs_on(instance, QUEUED, wanted, order)
     problems = []
-    order = list(instance.get_dynamic_partitions(documents_partitions.name))
     for key in keys:
         if key in running:
             run = running[key][0]
@@ -95,7 +112,7 @@ def cancel_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]
             problems.append(f"{key}: no queued run: nothing to cancel (`atlas status --documents` shows where it is)")
         else:
             for record in queued[key]:
-                others = sorted(documents_of(record.dagster_run, order) - wanted)
+                others = sorted(order.documents_of(record.dagster_run) - wanted)
                 if others:
                     problems.append(
                         f"{key}: it waits in run {record.dagster_run.run_id[:8]} with {len(others)} other document(s) "
@@ -129,7 +146,7 @@ def cancel_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]
 def cancelled_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]) -> dict[str, str]:
     """The documents among ``keys`` whose newest run was cancelled and that have no extraction made since, with the
     reason (who, when, how) their status carries."""
-    canceled = _runs_on(instance, [dg.DagsterRunStatus.CANCELED], set(keys))
+    canceled = _runs_on(instance, [dg.DagsterRunStatus.CANCELED], set(keys), _Order(instance))
     reasons = {}
     for key, records in canceled.items():
         newest = max(records, key=lambda record: record.create_timestamp)

@@ -31,7 +31,6 @@ from functools import lru_cache
 WORD, NUMBER, SYMBOL, UNREADABLE, BOUNDARY = "word", "number", "symbol", "unreadable", "boundary"
 UNREADABLE_CHAR = "\ufffd"
 BOUNDARY_CHAR = "\u241e"  # ␞: a hard boundary between two texts of one scope
-PAGE_MARKER = "<!-- page {number} -->"
 
 _PAGE_MARKER = re.compile(r"<!--\s*page\s+(\d+)\s*-->")
 _TAG_NAMES = (

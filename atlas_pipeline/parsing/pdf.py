@@ -24,7 +24,7 @@ from pymupdf4llm.helpers import document_layout
 
 from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumentError
 from atlas_pipeline.parsing.model import ParsedDocument, Table
-from atlas_pipeline.parsing.pages import count_pages  # noqa: F401  (public here before pages.py existed)
+from atlas_pipeline.parsing.pages import PAGE_MARKER, count_pages  # noqa: F401  (count_pages: public here before)
 from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
 from atlas_pipeline.parsing.text_layer import (
     join_split_accents,
@@ -38,7 +38,6 @@ PYMUPDF4LLM_VERSION = version("pymupdf4llm")
 pymupdf.set_messages(pylogging=True, pylogging_name="pymupdf", pylogging_level=logging.DEBUG)
 _TABLE_CAPTION = re.compile(r"^\s*(\*\*)?\s*(table|tab\.)\s*[0-9ivxlc]+", re.IGNORECASE)
 _PAGE_END = re.compile(r"\n*--- end of page(?:\.page_number)?=(\d+) ---\n*")
-PAGE_MARKER = "<!-- page {number} -->"
 
 
 def with_page_markers(markdown: str, zero_based: bool = False) -> str:

@@ -13,12 +13,12 @@ import time
 from typing import Any
 
 from atlas_pipeline.parsing.model import ParsedDocument, Table
+from atlas_pipeline.parsing.pages import PAGE_MARKER
 from atlas_pipeline.parsing.providers.base import ParsingProvider, ProviderError, ProviderLimits, neutral_name
 from atlas_pipeline.parsing.providers.http import Deadline, ProviderHTTP, expect
 from atlas_pipeline.parsing.tables import clean_cell, table_from_rows
 
 PAGE_BREAK = "<!-- atlas:page-break -->"
-PAGE_MARKER = "<!-- page {number} -->"
 RUNNING = ("pending", "started", "queued", "running")
 
 
@@ -126,13 +126,7 @@ class DoclingServe(ParsingProvider):
                     meta = task.get("task_meta") or task.get("error_message") or "no message"
                     raise ProviderError(f"docling: task {task_id} failed: {meta}")
                 expect(status in RUNNING, "docling", f"unknown task status {status!r}")
-                if deadline.left() < self.limits.poll_seconds:
-                    raise ProviderError(
-                        f"docling: task {task_id} did not finish within {self.limits.max_seconds:g} s "
-                        f"(ATLAS_PROVIDER_MAX_SECONDS); last status: {status}",
-                        retryable=True,
-                    )
-                time.sleep(self.limits.poll_seconds)
+                deadline.wait_to_poll(self.limits, f"docling: task {task_id}", f"status: {status}")
                 task = http.json("GET", f"/v1/status/poll/{task_id}", deadline, "poll")
                 expect(isinstance(task, dict), "docling", "the status poll answered something that is not an object")
                 status = str(task.get("task_status") or "")

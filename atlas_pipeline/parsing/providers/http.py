@@ -33,6 +33,15 @@ class Deadline:
     def passed(self) -> bool:
         return self.left() <= 0
 
+    def wait_to_poll(self, limits: ProviderLimits, task: str, last: str) -> None:
+        """Sleep until the next status check of ``task``, or fail it (retryable) when no time is left for one."""
+        if self.left() < limits.poll_seconds:
+            raise ProviderError(
+                f"{task} did not finish within {limits.max_seconds:g} s (ATLAS_PROVIDER_MAX_SECONDS); last {last}",
+                retryable=True,
+            )
+        time.sleep(limits.poll_seconds)
+
 
 class ProviderHTTP:
     """Requests to one provider at ``base_url`` (``label`` names it in reasons: "mineru", "docling")."""

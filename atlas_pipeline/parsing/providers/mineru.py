@@ -23,11 +23,11 @@ from typing import Any
 from bs4 import BeautifulSoup
 
 from atlas_pipeline.parsing.model import ParsedDocument, Table
+from atlas_pipeline.parsing.pages import PAGE_MARKER
 from atlas_pipeline.parsing.providers.base import ParsingProvider, ProviderError, ProviderLimits, neutral_name
 from atlas_pipeline.parsing.providers.http import Deadline, ProviderHTTP, expect
 from atlas_pipeline.parsing.tables import table_from_element
 
-PAGE_MARKER = "<!-- page {number} -->"
 MAX_UNZIPPED_BYTES = 2_000_000_000
 MAX_PAGES = 100_000
 RUNNING_STATES = ("waiting-file", "pending", "running", "converting")
@@ -255,13 +255,7 @@ class MinerUHosted(ParsingProvider):
                 if state == "failed":
                     raise ProviderError(f"mineru: task {batch_id} failed: {entry.get('err_msg') or 'no message'}")
                 expect(state in RUNNING_STATES, "mineru", f"unknown task state {state!r}")
-                if deadline.left() < self.limits.poll_seconds:
-                    raise ProviderError(
-                        f"mineru: task {batch_id} did not finish within {self.limits.max_seconds:g} s "
-                        f"(ATLAS_PROVIDER_MAX_SECONDS); last state: {state}",
-                        retryable=True,
-                    )
-                time.sleep(self.limits.poll_seconds)
+                deadline.wait_to_poll(self.limits, f"mineru: task {batch_id}", f"state: {state}")
             parsed_at = time.perf_counter()
             zip_url = entry.get("full_zip_url")
             expect(isinstance(zip_url, str) and bool(zip_url), "mineru", "a done task without 'full_zip_url'")
