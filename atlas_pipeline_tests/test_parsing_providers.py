@@ -277,3 +277,50 @@ def test_llm_extraction_reads_the_providers_text_and_tables_and_names_them_in_th
     tables = load_tables(atlas.store(), parse)
     assert tables[0].html in prompt  # docling's tables are the ones offered
     assert extraction.version_parts["parser"].startswith("pymupdf4llm+tables:docling:")
+
+
+API_OPTIONS = {
+    "mineru-local": {"parser": "mineru", "mineru_api": "local"},
+    "mineru-hosted": {"parser": "mineru", "mineru_api": "hosted", "mineru_token": "mineru-token-0123456789"},
+    "docling": {"parser": "docling"},
+}
+EXPECTED = {  # what each API's failure, hang and malformed answer become (start of the reason after "parse: ")
+    ("mineru-local", "fail"): "mineru: parse: HTTP 500: Failed to process file: scripted failure",
+    ("mineru-local", "hang"): "mineru: parse: no answer within 2 s (ATLAS_PROVIDER_MAX_SECONDS)",
+    ("mineru-local", "malformed"): "mineru: malformed result: neither a content list nor markdown came back",
+    ("mineru-hosted", "fail"): "mineru: task ",
+    ("mineru-hosted", "hang"): "mineru: task ",
+    ("mineru-hosted", "malformed"): "mineru: malformed result: the result is not a zip file",
+    ("docling", "fail"): "docling: task ",
+    ("docling", "hang"): "docling: task ",
+    ("docling", "malformed"): "docling: malformed result: no markdown (md_content)",
+}
+
+
+@pytest.mark.parametrize("api", sorted(API_OPTIONS))
+def test_each_api_turns_a_failed_task_a_timeout_and_a_malformed_answer_into_reasons(
+    api, provider, knowledge_base, settings_for, atlas_for, instance, monkeypatch
+):
+    monkeypatch.setenv("ATLAS_MINERU_TOKEN", "mineru-token-0123456789")
+    copy_into(knowledge_base, "rct/PMC3508963.pdf", "rct/PMC5154016.pdf", "rct/PMC3510731.pdf")
+    behaviours = {"fail": "PMC3508963.pdf", "hang": "PMC5154016.pdf", "malformed": "PMC3510731.pdf"}
+    provider.control(**{kind: [pdf_name(f"rct/{key}")] for kind, key in behaviours.items()}, hang_seconds=4, polls=1)
+    url = {"mineru_url": provider.url} if api.startswith("mineru") else {"docling_url": provider.url}
+    options = {**API_OPTIONS[api], **url, "provider_max_seconds": "2", "provider_max_retries": "0", **FAST}
+    defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
+    for kind, key in behaviours.items():
+        assert run_document(defs, instance, key).success
+        record = extraction_of(atlas, key)
+        assert record.status == "failed" and record.reason.startswith("parse: " + EXPECTED[(api, kind)]), record.reason
+        if kind == "fail" and api == "mineru-hosted":
+            assert record.reason.endswith(" failed: scripted failure: the file could not be parsed"), record.reason
+        if kind == "fail" and api == "docling":
+            assert record.reason.endswith(" failed: no message"), record.reason
+        if kind == "hang" and api != "mineru-local":
+            assert record.reason.endswith(
+                "did not finish within 2 s (ATLAS_PROVIDER_MAX_SECONDS); last "
+                + ("state: running" if api == "mineru-hosted" else "status: started")
+            ), record.reason
+        # a slow provider is worth asking again by itself, and so is an HTTP 500 (mineru-api's answer to any error);
+        # a task the provider reports failed, or a malformed answer, is not
+        assert record.retryable == (kind == "hang" or (api == "mineru-local" and kind == "fail"))
