@@ -7,8 +7,10 @@ faults of the pipeline (storage down, bugs), which Dagster then reports and retr
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 
 from atlas_pipeline.extraction.llm import LLMClient
 from atlas_pipeline.extraction.postprocessors import ExtractionInput, postprocessor_for
@@ -108,8 +110,9 @@ def parse_snapshot(
         return record, None
 
     started = time.perf_counter()
-    data = store.read_bytes(layout.snapshot_path(snapshot.sha256))
-    media_type = snapshot.media_type or detect_media_type(data, snapshot.source_path)
+    # read when a parser needs the bytes: a provider's kept answer does not
+    data = functools.cache(lambda: store.read_bytes(layout.snapshot_path(snapshot.sha256)))
+    media_type = snapshot.media_type or detect_media_type(data(), snapshot.source_path)
     provider_cached = []
     try:
         text_provider = choice.text_provider(media_type)
@@ -156,25 +159,25 @@ def _provider_parse(
     store: Store,
     provider: ParsingProvider,
     snapshot: SnapshotRecord,
-    data: bytes,
+    data: Callable[[], bytes],
     media_type: str,
     cached: list[bool],
 ) -> ParsedDocument:
     """``provider.parse``, once per (provider, options, bytes): a remote provider's answer is kept in the store."""
     if isinstance(provider, LocalParser):
-        return provider.parse(data, snapshot.source_path, media_type)
+        return provider.parse(data(), snapshot.source_path, media_type)
     path = layout.provider_result_path(provider.name, provider.fingerprint(), snapshot.sha256)
     kept = store.read_json_or(path, None)
     if kept is not None:
         cached.append(True)
         return ParsedDocument.model_validate(kept)
-    if len(data) > provider.limits.max_bytes:
+    size = snapshot.size or len(data())
+    if size > provider.limits.max_bytes:
         limit = provider.limits.max_bytes / 1e6
-        raise ProviderError(
-            f"{provider.name}: not sent: {len(data) / 1e6:.1f} MB is above ATLAS_PROVIDER_MAX_MB={limit:g}", "skipped"
-        )
+        reason = f"{provider.name}: not sent: {size / 1e6:.1f} MB is above ATLAS_PROVIDER_MAX_MB={limit:g}"
+        raise ProviderError(reason, "skipped")
     try:
-        parsed = provider.parse(data, snapshot.source_path, media_type)
+        parsed = provider.parse(data(), snapshot.source_path, media_type)
     except DocumentError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as error:  # an answer of another shape

@@ -324,3 +324,17 @@ def test_each_api_turns_a_failed_task_a_timeout_and_a_malformed_answer_into_reas
         # a slow provider is worth asking again by itself, and so is an HTTP 500 (mineru-api's answer to any error);
         # a task the provider reports failed, or a malformed answer, is not
         assert record.retryable == (kind == "hang" or (api == "mineru-local" and kind == "fail"))
+
+
+def test_a_document_above_the_provider_size_limit_is_skipped_without_being_sent(
+    provider, knowledge_base, settings_for, atlas_for, instance
+):
+    copy_into(knowledge_base, TEXT_PDF)
+    options = {"parser": "mineru", "mineru_url": provider.url, "provider_max_mb": "0.1", **FAST}
+    defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
+    assert run_document(defs, instance, "PMC3508963.pdf").success
+    record = extraction_of(atlas, "PMC3508963.pdf")
+    size = corpus_file(TEXT_PDF).stat().st_size / 1e6
+    assert record.status == "skipped" and not record.retryable
+    assert record.reason == f"parse: mineru: not sent: {size:.1f} MB is above ATLAS_PROVIDER_MAX_MB=0.1"
+    assert provider.requests("/file_parse") == []
