@@ -37,6 +37,10 @@ def test_a_review_landing_during_the_aggregates_is_caught_up(
     # a document landing after the aggregates: the automation's to refresh, not this sensor's
     assert review_job.execute_in_process(partition_key=KEY, instance=instance, run_config=QUIET_RUN_CONFIG).success
     assert aggregates_behind(instance) is None and tick().run_requests == []
+    # … unless the automation let it pass (it landed in the tick that saw the aggregates materialised): past the
+    # grace it is behind too
+    review = instance.get_latest_materialization_event(dg.AssetKey("document_review"))
+    assert aggregates_behind(instance, grace=0) == review.timestamp
 
     # the race: a review lands after the exports read the states and before they are written
     write_exports = aggregate_assets.write_exports

@@ -6,6 +6,7 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -202,12 +203,16 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
     return done
 
 
-def aggregates_behind(instance: dg.DagsterInstance, names: tuple[str, ...] = AGGREGATE_ASSET_NAMES) -> float | None:
+def aggregates_behind(
+    instance: dg.DagsterInstance, names: tuple[str, ...] = AGGREGATE_ASSET_NAMES, grace: float = float("inf")
+) -> float | None:
     """The time of the newest extraction or review when it landed *while* an aggregate was being computed — after
     the aggregate read the document states, before it was materialised — else None.
 
-    The automation condition counts such a document as handled by that run, though the run never saw it; one that
-    lands after the materialisation is the automation's to handle (no second refresh is asked for it here)."""
+    The automation condition counts such a document as handled by that run, though the run never saw it. One that
+    lands after the materialisation is the automation's to handle — unless ``grace`` seconds pass without a newer
+    aggregate (it landed in the same automation tick as the aggregate's own materialisation, which then counts it as
+    handled too): then it is behind as well."""
     newest = [
         event.timestamp
         for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME)
@@ -221,7 +226,11 @@ def aggregates_behind(instance: dg.DagsterInstance, names: tuple[str, ...] = AGG
         if event is None or event.asset_materialization is None:
             continue  # never made yet: the automation condition makes it
         value = event.asset_materialization.metadata.get(STATES_READ_AT)
-        if value is not None and float(value.value) < landed <= event.timestamp:
+        if value is None or float(value.value) >= landed:
+            continue
+        # landed while it was computed; or after it, yet not picked up by the automation within ``grace`` seconds
+        # (a landing in the same automation tick as the aggregate's own materialisation counts as handled there)
+        if landed <= event.timestamp or time.time() - landed > grace:
             return landed
     return None
 

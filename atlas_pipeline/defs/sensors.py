@@ -172,7 +172,7 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         "aggregates again once nothing refreshes them.",
     )
     def aggregates_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        behind = aggregates_behind(context.instance)
+        behind = aggregates_behind(context.instance, grace=3 * settings.automation_interval_seconds)
         if behind is None:
             return dg.SensorResult(skip_reason="the aggregates include every document that landed")
         for record in context.instance.get_run_records(dg.RunsFilter(statuses=WAITING_OR_RUNNING), limit=200):
