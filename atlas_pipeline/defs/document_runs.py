@@ -4,8 +4,8 @@ The sensor, `atlas run`, a batched run and a click in the UI can each start a ru
 would write each other's records (``documents/<key>/…``) with different bytes or parses. Before its first step
 touches a document, a run looks for older runs of the document jobs still going on any of its documents (a run's
 ``dagster/partition`` tag, or its partition range) and waits for them to finish; the older run goes first, always
-(oldest creation time, then run id), so two runs never wait for each other. The second then finds the parse and the
-LLM answers cached: the work is not done twice.
+(the run storage's row id: creation order), so two runs never wait for each other. The second then finds the parse
+and the LLM answers cached: the work is not done twice.
 """
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ def older_runs_on(instance: dg.DagsterInstance, run_id: str, keys: list[str]) ->
             and time.time() - created.timestamp() > NOT_STARTED_GRACE_SECONDS
         ):
             continue
-        older = (record.create_timestamp, run.run_id) < (own.create_timestamp, run_id)
+        # the storage's row id, not the creation time: SQLite stores that to the second, and two runs created in the
+        # same second would be ordered by their random ids — not the order in which they were created
+        older = record.storage_id < own.storage_id
         if older and wanted & documents_of(run, order):
             blocking.append(run)
     return blocking
