@@ -142,6 +142,8 @@ def parse_snapshot(
     record.characters = len(parsed.markdown)
     record.tables = len(parsed.tables)
     record.ocr_pages = parsed.ocr_pages
+    record.layout_pages = parsed.layout_pages
+    record.text_pages = parsed.text_pages
     record.warnings = parsed.warnings
     record.lost = parsed.lost
     record.title = parsed.title

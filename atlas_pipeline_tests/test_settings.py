@@ -27,7 +27,7 @@ def test_urls_are_kept_as_they_are():
         ("ATLAS_SENSOR_INTERVAL_SECONDS", "soon", "valid integer"),
         ("ATLAS_SENSOR_INTERVAL_SECONDS", "0", "greater than or equal to 1"),
         ("ATLAS_OCR", "perhaps", "valid boolean"),
-        ("ATLAS_PDF_ENGINE", "docling", "'layout' or 'legacy'"),
+        ("ATLAS_PDF_ENGINE", "docling", "'auto', 'layout' or 'legacy'"),
         ("ATLAS_KNOWLEDGE_BASE", "  ", "must not be empty"),
     ],
 )

@@ -29,7 +29,7 @@ from atlas_pipeline.grading.quotes import match_quote
 from atlas_pipeline.grading.text import normalize
 from atlas_pipeline.grading.values import numbers_in
 from atlas_pipeline.ops.settings import PROJECT_ROOT
-from atlas_pipeline.parsing import ParsedDocument, parse_document
+from atlas_pipeline.parsing import ParsedDocument, ParseOptions, parse_document
 from bench.report import table, write_report
 from eval.perturbations import MEANING_CHANGES, NEEDS_OTHERS, TYPOGRAPHY_CHANGES
 
@@ -59,15 +59,16 @@ def jsonl(relative: str) -> list[dict]:
 class Parses:
     """Each PDF parsed once, with the time it took."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: ParseOptions | None = None) -> None:
         self.cache: dict[str, ParsedDocument] = {}
         self.seconds = 0.0
+        self.options = options
 
     def get(self, relative: str) -> ParsedDocument:
         if relative not in self.cache:
             path = CORPUS / relative
             started = time.perf_counter()
-            self.cache[relative] = parse_document(path.read_bytes(), path.name)
+            self.cache[relative] = parse_document(path.read_bytes(), path.name, self.options)
             self.seconds += time.perf_counter() - started
         return self.cache[relative]
 
@@ -237,6 +238,19 @@ def tabula(parses: Parses) -> tuple[list[list[object]], dict[str, float]]:
         cells_total, hits_total = cells_total + len(texts), hits_total + hits
     rows.append(["all", "", cells_total, hits_total / cells_total])
     return rows, {"tabula": hits_total / cells_total}
+
+
+def headline(parses: Parses) -> dict[str, float]:
+    """The fidelity figures a parser change must keep (``make bench-ingest`` prints them for each engine)."""
+    grounding_rows, g = grounding(parses)
+    found = next(row for row in grounding_rows if row[0].startswith("human quotes found") and "PDF" in row[0])
+    return {
+        "meaning-changed verified": g["meaning_verified"],
+        "cells": table_cells(parses)[1]["cells"],
+        "locatability": locatability(parses)[1]["locatability"],
+        "quotes found": found[2],
+        "quotes found (count)": found[1],
+    }
 
 
 def main() -> None:

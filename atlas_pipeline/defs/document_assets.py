@@ -168,6 +168,8 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
             "pages": record.pages,
             "characters": record.characters,
             "ocr_pages": str(record.ocr_pages),
+            "layout_model_pages": len(record.layout_pages),
+            "text_path_pages": len(record.text_pages),
             "warnings": len(record.warnings),
             "text": _artifact(store, record.text_path),
             "preview": dg.MetadataValue.md(_preview_text(parsed, record, store)),

@@ -59,7 +59,7 @@ def tesseract_languages() -> frozenset[str] | None:
     return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("List of"))
 
 
-PdfEngine = Literal["layout", "legacy"]
+PdfEngine = Literal["auto", "layout", "legacy"]
 PostprocessMode = Literal["auto", "skip", "llm"]
 StructuredOutput = Literal["json_schema", "json_object_schema", "json_object"]
 SearchBackend = Literal["auto", "sqlite", "postgres"]
@@ -103,8 +103,10 @@ class AtlasSettings(BaseSettings):
         "pymupdf4llm decide, which also OCRs figures).",
     )
     pdf_engine: PdfEngine = Field(
-        "layout",
-        description="pymupdf4llm engine: 'layout' (layout model, tables) or 'legacy' (no layout model, no tables).",
+        "auto",
+        description="pymupdf4llm engine: 'auto' (the layout model on the pages that need it: tables, unusual layout; "
+        "PyMuPDF's own blocks on running text), 'layout' (the layout model on every page) or 'legacy' (no layout "
+        "model, no tables).",
     )
     max_document_mb: float = Field(200.0, gt=0, description="Larger documents are skipped with a reason.")
     parse_timeout_seconds: float = Field(

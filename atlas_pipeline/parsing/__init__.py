@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 # Bump when a change to parsing changes its output: cached parses with another fingerprint are redone.
-PARSER_REVISION = 6  # 2: page markers, unreadable glyphs as �; 3: pages salvaged one by one; 4: split accents;
-# 5: TeX math fonts mapped; 6: JATS article ids
+PARSER_REVISION = 7  # 2: page markers, unreadable glyphs as �; 3: pages salvaged one by one; 4: split accents;
+# 5: TeX math fonts mapped; 6: JATS article ids; 7: engine auto (the layout model only on pages that need it)
 
 
 _ENGINE: PdfEngine = setting_default("pdf_engine")

@@ -25,7 +25,9 @@ class ParsedDocument(BaseModel):
     tables: list[Table] = Field(default_factory=list)
     page_count: int = 0
     ocr_pages: list[int] = Field(default_factory=list)  # 1-based pages whose text came from OCR
-    engine: str = ""  # e.g. "pymupdf4llm 1.28.2 (layout)"
+    engine: str = ""  # e.g. "pymupdf4llm 1.28.2 (auto)"
+    layout_pages: list[int] = Field(default_factory=list)  # 1-based PDF pages parsed with the layout model
+    text_pages: list[int] = Field(default_factory=list)  # 1-based PDF pages on the fast text path (engine auto)
     warnings: list[str] = Field(default_factory=list)
     lost: list[str] = Field(default_factory=list)  # what could not be read (a page, OCR of a page) and why
     title: str = ""

@@ -60,6 +60,8 @@ class ParseRecord(BaseModel):
     characters: int = 0
     tables: int = 0
     ocr_pages: list[int] = Field(default_factory=list)
+    layout_pages: list[int] = Field(default_factory=list)  # PDF pages parsed with the layout model
+    text_pages: list[int] = Field(default_factory=list)  # PDF pages on the fast text path (engine auto)
     warnings: list[str] = Field(default_factory=list)
     lost: list[str] = Field(default_factory=list)  # parts of the document that could not be read, with why
     title: str = ""
