@@ -15,6 +15,7 @@ from atlas_pipeline.defs.sensors import (
     build_review_sensor,
 )
 from atlas_pipeline.defs.source_sensors import build_source_sensors
+from atlas_pipeline.ops.event_log import enable_event_batching
 from atlas_pipeline.ops.executors import build_executor
 from atlas_pipeline.ops.redaction import install_log_redaction
 from atlas_pipeline.ops.settings import AtlasSettings, load_settings
@@ -49,4 +50,5 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
 
 
 install_log_redaction()
+enable_event_batching()  # code servers and run workers of any instance (PostgreSQL too) send asset events in batches
 defs = build_definitions(load_settings())

@@ -52,8 +52,8 @@ def test_two_runs_of_one_document_take_turns_and_agree(tmp_path, knowledge_base)
         assert waited or not overlapped, "the younger run overlapped the older one without waiting for it"
         snapshot_done = [
             entry.timestamp
-            for entry in instance.all_logs(second.dagster_run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
-            if entry.step_key == "document_snapshot"
+            for entry in instance.all_logs(second.dagster_run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+            if entry.dagster_event.asset_key == dg.AssetKey("document_snapshot")
         ]
         assert snapshot_done[0] >= first.end_time  # its snapshot came after the older run had finished
     store = Store(env["ATLAS_ARTIFACTS"])

@@ -7,11 +7,12 @@ partition either way; a data version only for single-partition runs, since Dagst
 
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import TypeVar
 
 import dagster as dg
 
+from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
@@ -23,7 +24,6 @@ from atlas_pipeline.grading.checks import (
     fields_needing_review,
 )
 from atlas_pipeline.knowledge.catalog import load_catalog
-from atlas_pipeline.ops.redaction import redact, secrets_masked_in_errors
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.processing import extract_document, load_markdown, parse_snapshot, take_snapshot
 from atlas_pipeline.store.files import Store
@@ -41,27 +41,6 @@ def _require(value: T | None, what: str, key: str) -> T:
     return value
 
 
-def each_partition(context: dg.AssetExecutionContext, work: Callable[[str], T]) -> dict[str, T]:
-    """``work(key)`` for every partition of the run. In a batched run a document that raises does not stop the
-    others: the step fails at the end naming them (``atlas run`` then gives those documents a run each)."""
-    keys = context.partition_keys
-    if len(keys) == 1:
-        with secrets_masked_in_errors():
-            return {keys[0]: work(keys[0])}
-    results: dict[str, T] = {}
-    errors: dict[str, str] = {}
-    for key in keys:
-        try:
-            results[key] = work(key)
-        except Exception as error:  # reported below with the key; the step still fails
-            errors[key] = redact(f"{type(error).__name__}: {error}")
-            context.log.error(f"{key}: {errors[key]}")
-    if errors:
-        listed = "; ".join(f"{key}: {message}" for key, message in list(errors.items())[:5])
-        raise dg.Failure(description=f"{len(errors)} of {len(keys)} documents of this batch raised: {listed}")
-    return results
-
-
 def _single_version(results: dict[str, tuple[dict, str]]) -> dg.DataVersion | None:
     return dg.DataVersion(next(iter(results.values()))[1]) if len(results) == 1 else None
 
@@ -77,18 +56,60 @@ def _artifact(store: Store, relative: str) -> dg.MetadataValue | str:
     return dg.MetadataValue.path(store.url(relative)) if relative else "none"
 
 
-@dg.asset(
-    partitions_def=documents_partitions,
-    group_name=GROUP,
-    code_version="1",
-    kinds={"python"},
-    description="Immutable copy of the document's bytes (content-addressed) with sha256, size, media type, pages. "
-    "Nothing downstream reads the knowledge base again.",
+SNAPSHOT, TEXT, TABLES = "document_snapshot", "document_text", "document_tables"
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            SNAPSHOT,
+            description="Immutable copy of the document's bytes (content-addressed) with sha256, size, media type, "
+            "pages. Nothing downstream reads the knowledge base again.",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+        dg.AssetSpec(
+            TEXT,
+            deps=[SNAPSHOT],
+            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages) or the parsing provider "
+            "chosen with ATLAS_PARSER (MinerU, docling-serve), bs4 for HTML and JATS.",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+        dg.AssetSpec(
+            TABLES,
+            deps=[SNAPSHOT],
+            description="Tables as HTML plus plain text, from the same parse as the text, or from ATLAS_TABLES_PARSER "
+            "(cached by content hash).",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+    ],
+    can_subset=True,  # the UI can re-parse without a new snapshot, or take a snapshot alone
+    pool="parse",
 )
-def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    wait_for_older_runs(context, list(context.partition_keys))  # one run per document at a time
+def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
+    """Snapshot, then parse each document once: the same parse yields both the text and the tables. One step, not
+    two: a step costs Dagster a dozen stored events and its input checks in every run, whatever the document."""
+    batch = DocumentBatch(context)
+    wait_for_older_runs(context, batch.keys)  # one run per document at a time
+    selected = {key.to_user_string() for key in context.selected_asset_keys}
+    if SNAPSHOT in selected:
+        yield _snapshots(context, atlas, batch)
+    parsed = {TEXT, TABLES} & selected
+    if parsed:
+        yield from _parses(context, atlas, batch, parsed)
+
+
+def _snapshots(context: dg.AssetExecutionContext, atlas: AtlasResource, batch: DocumentBatch) -> dg.MaterializeResult:
     store, knowledge_base = atlas.store(), atlas.open_knowledge_base()
-    catalog = load_catalog(store) if len(context.partition_keys) > 1 else None
+    catalog = None if batch.single else load_catalog(store)
 
     def snapshot(key: str) -> tuple[dict, str]:
         record = take_snapshot(knowledge_base, store, atlas.catalog_entry(key, catalog), max_bytes=atlas.max_bytes)
@@ -110,39 +131,15 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
             metadata["collected_at"] = dg.MetadataValue.timestamp(provenance["fetched_at"])
         return metadata, record.sha256 or f"missing:{record.taken_at}"
 
-    results = each_partition(context, snapshot)
+    results = batch.each(snapshot)
     for key, (metadata, _) in results.items():
-        context.add_asset_metadata(metadata, partition_key=key)
-    return dg.MaterializeResult(data_version=_single_version(results))
+        batch.add_metadata(key, metadata, asset=SNAPSHOT)
+    return dg.MaterializeResult(asset_key=SNAPSHOT, data_version=_single_version(results))
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "document_text",
-            deps=[document_snapshot],
-            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages) or the parsing provider "
-            "chosen with ATLAS_PARSER (MinerU, docling-serve), bs4 for HTML and JATS.",
-            partitions_def=documents_partitions,
-            group_name=GROUP,
-            code_version="1",
-            kinds={"python"},
-        ),
-        dg.AssetSpec(
-            "document_tables",
-            deps=[document_snapshot],
-            description="Tables as HTML plus plain text, from the same parse as the text, or from ATLAS_TABLES_PARSER "
-            "(cached by content hash).",
-            partitions_def=documents_partitions,
-            group_name=GROUP,
-            code_version="1",
-            kinds={"python"},
-        ),
-    ],
-    pool="parse",
-)
-def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
-    """Parse each document once; the same parse yields both the text and the tables."""
+def _parses(
+    context: dg.AssetExecutionContext, atlas: AtlasResource, batch: DocumentBatch, assets: set[str]
+) -> Iterator[dg.MaterializeResult]:
     store, choice = atlas.store(), atlas.parser_choice()
 
     def parse(key: str) -> tuple[dict, str]:
@@ -180,15 +177,15 @@ def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
             "tables_file": _artifact(store, record.tables_path),
             "captions": dg.MetadataValue.md(_captions(parsed)),
         }
-        return {"document_text": text, "document_tables": tables}, f"{record.sha256}:{record.parser}"
+        return {TEXT: text, TABLES: tables}, f"{record.sha256}:{record.parser}"
 
-    results = each_partition(context, parse)
+    results = batch.each(parse)
     for key, (metadata, _) in results.items():
-        for asset_name, values in metadata.items():
-            context.add_asset_metadata(values, asset_key=asset_name, partition_key=key)
+        for asset_name in sorted(assets):
+            batch.add_metadata(key, metadata[asset_name], asset=asset_name)
     version = _single_version(results)
-    yield dg.MaterializeResult(asset_key="document_text", data_version=version)
-    yield dg.MaterializeResult(asset_key="document_tables", data_version=version)
+    for asset_name in sorted(assets):
+        yield dg.MaterializeResult(asset_key=asset_name, data_version=version)
 
 
 def _preview_text(parsed: ParsedDocument | None, record: ParseRecord, store: Store) -> str:
@@ -265,12 +262,13 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         version = atlas.extraction_version()
         client = llm.client(cache=store) if mode == "llm" and llm.configured else None
         checks: dict[str, list[CheckOutcome]] = {}
+        batch = DocumentBatch(context)
 
         def extract(key: str) -> tuple[dict, str]:
             snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
             parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
             record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client, version=version)
-            if len(context.partition_keys) == 1:  # a batch logs one summary: each log line is an event to store
+            if batch.single:  # a batch logs one summary: each log line is an event to store
                 context.log.info(f"{key}: {record.status.value}: {record.reason}")
             checks[key] = document_checks(record)
             metadata = {
@@ -296,9 +294,9 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
             }
             return metadata, f"{record.sha256}:{record.extraction_version}"
 
-        results = each_partition(context, extract)
+        results = batch.each(extract)
         for key, (metadata, _) in results.items():
-            context.add_asset_metadata(metadata, asset_key="document_extraction", partition_key=key)
+            batch.add_metadata(key, metadata, asset="document_extraction")
         if len(results) > 1:
             counts = Counter(metadata["status"] for metadata, _ in results.values())
             context.log.info(f"{len(results)} documents: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
@@ -340,4 +338,4 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
 
 
 def build_document_assets(extraction_code_version: str) -> list[dg.AssetsDefinition]:
-    return [document_snapshot, document_parse, build_document_extraction(extraction_code_version)]
+    return [document_parse, build_document_extraction(extraction_code_version)]

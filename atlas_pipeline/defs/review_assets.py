@@ -4,6 +4,7 @@
 
 import dagster as dg
 
+from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -26,18 +27,16 @@ GROUP = "documents"
     "or accepted by the team's policy (ATLAS_REVIEW_ACCEPT_TIERS).",
 )
 def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    keys = list(context.partition_keys)
+    batch = DocumentBatch(context)
     if context.dagster_run.job_name == "review_job":
-        wait_for_older_runs(context, keys)  # never merge against an extraction that is being rewritten
+        wait_for_older_runs(context, batch.keys)  # never merge against an extraction that is being rewritten
     store = atlas.store()
     accepted = atlas.accepted_tiers()
-    for key in keys:
+    for key in batch.keys:
         record = read_record(store, key, "extraction", ExtractionRecord)
         review = review_document(record, load_decisions(store, key), accepted)
         if review is None:
-            context.add_asset_metadata(
-                {"status": "no extraction", "review_page": atlas.review_link(key)}, partition_key=key
-            )
+            batch.add_metadata(key, {"status": "no extraction", "review_page": atlas.review_link(key)})
             continue
         write_record(store, key, "review", review)
         metadata = {
@@ -50,5 +49,5 @@ def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
             **{f"fields_{name}": count for name, count in review.counts.items()},
             "review_page": atlas.review_link(key),
         }
-        context.add_asset_metadata(metadata, partition_key=key)
+        batch.add_metadata(key, metadata)
     return dg.MaterializeResult()
