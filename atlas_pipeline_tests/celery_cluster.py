@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,13 @@ import dagster as dg
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.store.files import filesystem_for
 from atlas_pipeline_tests.helpers import BIN
-from atlas_pipeline_tests.servers import CELERY_EXECUTOR_CONFIG, celery_worker, dagster_daemon, redis_server
+from atlas_pipeline_tests.servers import (
+    CELERY_EXECUTOR_CONFIG,
+    celery_worker,
+    dagster_daemon,
+    dagster_webserver,
+    redis_server,
+)
 
 
 @dataclass
@@ -27,6 +34,7 @@ class CeleryDeployment:
     instance: dg.DagsterInstance
     daemon: object
     workers: dict[str, object] = field(default_factory=dict)
+    webserver: str = ""  # the UI's URL, when asked for
 
     @property
     def fs(self):
@@ -37,7 +45,10 @@ class CeleryDeployment:
         self.fs.pipe_file(f"{self.bucket}/kb/{name}", data)
 
     def logs(self) -> str:
-        parts = [("daemon", self.folder / "daemon" / "daemon.log")]
+        parts = [
+            ("daemon", self.folder / "daemon" / "daemon.log"),
+            ("webserver", self.folder / "webserver" / "webserver.log"),
+        ]
         parts += [(name, self.folder / name / "worker.log") for name in self.workers]
         return "".join(f"\n--- {name} ---\n{path.read_text()[-2500:]}" for name, path in parts if path.exists())
 
@@ -52,6 +63,7 @@ def celery_deployment(
     visibility_timeout: int = 15,
     pool_limit: int = 16,
     extra_env: dict[str, str] | None = None,
+    webserver: bool = False,
 ) -> Iterator[CeleryDeployment]:
     """Start it all; S3 credentials and ``ATLAS_S3_ENDPOINT_URL`` must be in this process's environment, and
     ``database`` (``DAGSTER_PG_*``) too, since this process reads the instance."""
@@ -66,12 +78,13 @@ def celery_deployment(
     )
     instance_config = project_file("deploy/celery/dagster.yaml").read_text()
     instance_config = instance_config.replace("default_limit: 16", f"default_limit: {pool_limit}")
-    names = ["daemon", *(f"worker{n}" for n in range(1, workers + 1))]
+    names = ["daemon", "webserver", *(f"worker{n}" for n in range(1, workers + 1))]
     homes = {name: folder / name / "dagster_home" for name in names}
     for home in homes.values():
         home.mkdir(parents=True)
         (home / "dagster.yaml").write_text(instance_config)
-    with redis_server(folder / "redis") as broker, contextlib.ExitStack() as stack:
+    # the broker asks for a password, as it must when workers reach it from other machines
+    with redis_server(folder / "redis", password=secrets.token_hex(12)) as broker, contextlib.ExitStack() as stack:
         env = {
             **os.environ,
             **database,
@@ -91,8 +104,13 @@ def celery_deployment(
             name: stack.enter_context(
                 celery_worker(name, {**env, "DAGSTER_HOME": str(homes[name])}, folder / name, str(executor))
             )
-            for name in names[1:]
+            for name in names[2:]
         }
         daemon = stack.enter_context(dagster_daemon({**env, "DAGSTER_HOME": str(homes["daemon"])}, folder / "daemon"))
+        ui = ""
+        if webserver:
+            ui = stack.enter_context(
+                dagster_webserver({**env, "DAGSTER_HOME": str(homes["webserver"])}, folder / "webserver")
+            )
         instance = dg.DagsterInstance.from_config(str(homes["daemon"]))
-        yield CeleryDeployment(folder, bucket, env, instance, daemon, started)
+        yield CeleryDeployment(folder, bucket, env, instance, daemon, started, ui)

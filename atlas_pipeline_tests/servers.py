@@ -362,10 +362,16 @@ def provider_site(folder: Path) -> Iterator[ProviderSite]:
         yield ProviderSite(folder, url)
 
 
+def redis_command(port: int | str, bind: str = "127.0.0.1", password: str = "") -> list[str]:
+    """The broker command of docs/operations.md §4: nothing persisted, a password for clients on other machines."""
+    command = ["redis-server", "--bind", bind, "--port", str(port), "--save", "", "--appendonly", "no"]
+    return [*command, "--requirepass", password] if password else command
+
+
 @contextlib.contextmanager
-def redis_server(folder: Path) -> Iterator[str]:
+def redis_server(folder: Path, password: str = "") -> Iterator[str]:
     """Debian's ``redis-server`` on 127.0.0.1 (nothing persisted), the Celery broker of the scale-out test; stopped by
-    its pid. Yields its ``redis://`` URL."""
+    its pid. Yields its ``redis://`` URL (with the password, as the guide's clients use it)."""
     program = shutil.which("redis-server")
     if program is None:
         pytest.fail("redis-server is not installed (make test-deps installs it: scripts/install_system_deps.sh)")
@@ -373,10 +379,7 @@ def redis_server(folder: Path) -> Iterator[str]:
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "redis.log").open("wb") as log:
         process = subprocess.Popen(
-            [program, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-            cwd=folder,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            [program, *redis_command(port, password=password)[1:]], cwd=folder, stdout=log, stderr=subprocess.STDOUT
         )
     try:
         deadline = time.monotonic() + 30
@@ -384,16 +387,47 @@ def redis_server(folder: Path) -> Iterator[str]:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
                     connection.sendall(b"PING\r\n")
-                    if connection.recv(16).startswith(b"+PONG"):
+                    if connection.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (and asking for the password)
                         break
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"redis-server did not start:\n{(folder / 'redis.log').read_text()[-2000:]}")
             time.sleep(0.2)
-        yield f"redis://127.0.0.1:{port}"
+        yield f"redis://:{password}@127.0.0.1:{port}" if password else f"redis://127.0.0.1:{port}"
     finally:
         stop(process)
+
+
+def webserver_command(workspace: str, host: str, port: int | str) -> list[str]:
+    """The UI command of docs/operations.md §4."""
+    return ["dagster-webserver", "-w", workspace, "-h", host, "-p", str(port)]
+
+
+@contextlib.contextmanager
+def dagster_webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
+    """The real ``dagster-webserver`` over the project's workspace on 127.0.0.1, in its own process group; yields
+    its URL once it answers."""
+    import signal
+
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    command = webserver_command(str(_workspace()), "127.0.0.1", port)
+    command[0] = str(Path(sys.executable).with_name(command[0]))
+    with (folder / "webserver.log").open("wb") as log:
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/server_info", process, timeout=180)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 CELERY_EXECUTOR_CONFIG = "deploy/celery/executor.yaml"

@@ -1,11 +1,14 @@
 """Scale-out for real: two Celery workers (their own processes and working directories, a Redis broker) run the
 document steps of runs the daemon launches, with the instance on PostgreSQL and everything else on S3 — nothing
-shared but what a real deployment shares. A worker killed mid-step is recovered; the pools hold across workers."""
+shared but what a real deployment shares. A worker killed mid-step is recovered; the pools hold across workers; the
+LLM answers are cached on S3; the UI started with the guide's command shows the runs."""
 
 import itertools
+import json
 import os
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
@@ -15,7 +18,7 @@ import pytest
 from atlas_pipeline_tests.celery_cluster import celery_deployment
 from atlas_pipeline_tests.corpus import corpus_file
 from atlas_pipeline_tests.helpers import latest_metadata
-from atlas_pipeline_tests.servers import create_database
+from atlas_pipeline_tests.servers import create_database, scripted_openai_server
 
 pytestmark = [pytest.mark.daemon, pytest.mark.postgres, pytest.mark.s3, pytest.mark.corpus]
 DEADLINE_SECONDS = 420
@@ -65,10 +68,21 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
     database = create_database(postgres_cluster, "celery_scale_out")
     for name, value in database.items():  # this process reads the instance too
         monkeypatch.setenv(name, value)
-    # the parse pool at one step at a time, to see it hold across the workers
-    with celery_deployment(
-        tmp_path, database, workers=2, visibility_timeout=WORKER_LOST_AFTER, pool_limit=1
-    ) as cluster:
+    # the parse and llm pools at one step at a time, to see them hold across the workers; the model answers nothing
+    # (each document "incomplete"), enough to see every extraction ask it once and keep the answer on S3
+    with (
+        scripted_openai_server(tmp_path) as llm,
+        celery_deployment(
+            tmp_path,
+            database,
+            workers=2,
+            visibility_timeout=WORKER_LOST_AFTER,
+            pool_limit=1,
+            extra_env={"ATLAS_LLM_BASE_URL": llm.base_url},
+            webserver=True,
+        ) as cluster,
+    ):
+        llm.script(default={"content": "{}"})
         instance, daemon = cluster.instance, cluster.daemon
         fs = cluster.fs
         for name, relative in DOCUMENTS.items():
@@ -102,7 +116,7 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
             assert daemon.poll() is None, log.read_text()[-3000:]
             completion = latest_metadata(instance, "task_completion")
             exports = latest_metadata(instance, "extraction_exports")
-            counted = completion and completion["count_done"].value == 4 and completion["count_failed"].value == 1
+            counted = completion and completion["count_incomplete"].value == 4 and completion["count_failed"].value == 1
             if counted and exports and exports["documents"].value == 5:
                 break
             time.sleep(2)
@@ -115,15 +129,25 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
         assert workers == {"worker1", "worker2"}, events
         runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))
         assert len(runs) == 5 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+        for run in runs:  # each of the run's steps was handed to a Celery worker
+            steps = {e.step_key for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)}
+            assert steps == {"document_parse", "document_extraction", "document_review"}
+            assert steps == {step for run_id, step, _, _ in events if run_id == run.run_id}, events
         # the killed worker's parse came back to the other worker and finished there, after the kill
         again = [who.split("@")[0] for run, step, who, _ in events if run == victim and step == "document_parse"]
         assert again == [killed, survivor], events
         parses = _step_intervals(instance, "document_parse")
         assert len(parses) == 5
         assert any(run == victim and end > killed_at for _, end, _, run in parses), parses
-        # the parse pool (one at a time) held across the two workers: no two parses overlapped
-        for (_, end, _, _), (start, _, _, _) in itertools.pairwise(parses):
-            assert start >= end - 0.05, parses
+        # the parse and llm pools (one at a time) held across the two workers: no two such steps overlapped
+        extractions = _step_intervals(instance, "document_extraction")
+        assert len(extractions) == 5
+        for intervals in (parses, extractions):
+            for (_, end, _, _), (start, _, _, _) in itertools.pairwise(intervals):
+                assert start >= end - 0.05, intervals
+        # each readable document asked the model once; the answers are kept on S3 for any worker to find
+        asked = llm.requests()  # a long document may be read in chunks: a request each
+        assert len(asked) >= 4 and len(fs.find(f"{BUCKET}/artifacts/llm_cache")) == len(asked), asked
         # no step ran in a run worker's process
         run_pids = {
             int(event.dagster_event.pid)
@@ -136,7 +160,18 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
         assert completion["total"].value == 5
         exported = pl.read_parquet(fs.open(f"{BUCKET}/exports/atlas_documents.parquet", "rb").read())
         statuses = dict(zip(exported["document_key"], exported["status"], strict=True))
-        assert statuses == {**dict.fromkeys(DOCUMENTS, "done"), "broken.pdf": "failed"}
+        assert statuses == {**dict.fromkeys(DOCUMENTS, "incomplete"), "broken.pdf": "failed"}
+        # the UI, started with the guide's command on its own machine (its own DAGSTER_HOME), shows these runs
+        query = {"query": "{ runsOrError { ... on Runs { results { runId status jobName } } } }"}
+        request = urllib.request.Request(
+            f"{cluster.webserver}/graphql",
+            data=json.dumps(query).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            shown = json.loads(response.read())["data"]["runsOrError"]["results"]
+        shown_documents = {r["runId"]: r["status"] for r in shown if r["jobName"] == "document_job"}
+        assert shown_documents == {run.run_id: "SUCCESS" for run in runs}
         # nothing was written on a local disk of the workers but logs and Dagster's own compute logs
         for name in ("worker1", "worker2"):
             written = {p.relative_to(tmp_path / name).parts[0] for p in Path(tmp_path / name).rglob("*") if p.is_file()}

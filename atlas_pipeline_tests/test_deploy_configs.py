@@ -111,8 +111,13 @@ def test_invalid_executor_config_fails_at_load_with_the_variable(tmp_path):
 
 def test_the_operations_guide_starts_celery_workers_with_the_test_s_own_command():
     from atlas_pipeline.ops.instance import project_file
-    from atlas_pipeline_tests.servers import celery_worker_command
+    from atlas_pipeline_tests.servers import celery_worker_command, redis_command, webserver_command
 
     guide = project_file("docs/operations.md").read_text()
     assert " ".join(celery_worker_command("worker1")) in guide
     assert "dagster-daemon run -w workspace.yaml" in guide
+    # the broker and the UI as the test starts them, with the guide's address, port and password variable
+    redis = redis_command(6379, bind="0.0.0.0", password='"$REDIS_PASSWORD"')
+    assert " ".join(part or '""' for part in redis) in guide
+    assert "export ATLAS_CELERY_BROKER=redis://:$REDIS_PASSWORD@broker-host:6379/0" in guide
+    assert " ".join(webserver_command("workspace.yaml", "0.0.0.0", 3000)) in guide

@@ -1,6 +1,7 @@
 """Parsing providers swapped in by settings: MinerU (local mineru-api and the hosted task API) and docling-serve,
 against a scripted server that follows each one's documented HTTP API and answers from the real corpus PDF."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -101,8 +102,6 @@ def test_mineru_local_api_parses_pdfs_through_the_pipeline_and_is_asked_once(
     assert run_document(defs, instance, "PMC5777645.pdf").success
     assert parse_of(atlas, "PMC5777645.pdf").cached and len(provider.requests("/file_parse")) == 1
     # even with the parse cache gone (another local parser revision, say), the provider's answer is kept
-    import shutil
-
     shutil.rmtree(tmp_path / "artifacts" / "parsed")
     assert run_document(defs, instance, "PMC5777645.pdf").success
     again = parse_of(atlas, "PMC5777645.pdf")
@@ -138,6 +137,7 @@ def test_mineru_hosted_task_api_uploads_polls_and_fetches_without_leaking_the_to
     assert "Lidocaine" in load_markdown(atlas.store(), parse) or "lidocaine" in load_markdown(atlas.store(), parse)
     for path in (Path(atlas.artifacts)).rglob("*.json"):
         assert token not in path.read_text(errors="replace")
+    asked_again_if_not_kept(defs, instance, atlas, "PMC3508963.pdf", lambda: provider.requests("/api/v4/"))
 
     # a refused token: the document fails with MinerU's own message
     provider.control(token="another-token-value-xyz")
@@ -171,6 +171,19 @@ def test_docling_serve_async_api_gives_text_with_pages_and_tables_with_captions(
     tables = load_tables(atlas.store(), parse)
     assert len(tables) >= 3 and all(t.page for t in tables) and any(t.caption.startswith("Table") for t in tables)
     assert all("<th>" in t.html for t in tables)  # the grid's column headers
+    asked_again_if_not_kept(defs, instance, atlas, "PMC5777645.pdf", lambda: provider.requests("/v1/"))
+
+
+def asked_again_if_not_kept(defs, instance, atlas, key: str, calls) -> None:
+    """A re-run never calls the provider again: not with the parse cached, nor with only its answer kept."""
+    before, markdown = len(calls()), load_markdown(atlas.store(), parse_of(atlas, key))
+    assert run_document(defs, instance, key).success
+    assert parse_of(atlas, key).cached and len(calls()) == before
+    shutil.rmtree(Path(atlas.artifacts) / "parsed")
+    assert run_document(defs, instance, key).success
+    again = parse_of(atlas, key)
+    assert not again.cached and again.provider_cached and len(calls()) == before
+    assert load_markdown(atlas.store(), again) == markdown
 
 
 def test_tables_from_mineru_beside_the_local_text_keep_quote_spans_valid(
