@@ -83,7 +83,7 @@ def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str | N
 
 
 def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
-    """The pid of the process executing the run's steps, once it is in `document_parse` (snapshot, then parse)."""
+    """The pid of the process executing the run's steps, once it has started parsing."""
     started = [e.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)]
     if "document_parse" not in started:
         return None

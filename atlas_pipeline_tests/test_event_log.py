@@ -106,6 +106,29 @@ def test_batched_writes_store_what_one_at_a_time_writes_store(tmp_path, monkeypa
     assert got["events"]["ASSET_MATERIALIZATION"] == len(DOCUMENT_ASSET_NAMES) * len(keys)
 
 
+def test_an_index_write_that_fails_is_retried_event_by_event_without_doubling_the_run_s_events(tmp_path, monkeypatch):
+    import sqlalchemy
+
+    original, failed = BatchedSqliteEventLogStorage._mirror, []
+
+    def locked_once_per_batch(self, connection, events):
+        if len(events) > 1:  # the batch's transaction fails (as when the index stays locked), after some writes
+            original(self, connection, events[:1])
+            failed.append(len(events))
+            raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("database is locked"))
+        original(self, connection, events)
+
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "_mirror", locked_once_per_batch)
+    monkeypatch.delenv(BATCH_SIZE_VARIABLE, raising=False)
+    instance, keys = _home_run(tmp_path)
+    assert failed  # the batches did fail, and were written again one event at a time
+    view = _view(instance, keys)
+    assert all(len(view[asset, key]) == 1 for asset in DOCUMENT_ASSET_NAMES for key in keys)  # no duplicate
+    assert view["events"]["ASSET_MATERIALIZATION"] == len(DOCUMENT_ASSET_NAMES) * len(keys)
+    assert view["events"]["ASSET_MATERIALIZATION_PLANNED"] == len(DOCUMENT_ASSET_NAMES) * len(keys)
+    assert all(view[asset, "materialised"] == keys for asset in DOCUMENT_ASSET_NAMES)
+
+
 @dg.asset(partitions_def=documents_partitions)
 def _noted(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     batch = DocumentBatch(context)

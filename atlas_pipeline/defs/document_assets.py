@@ -7,7 +7,6 @@ partition either way; a data version only for single-partition runs, since Dagst
 
 import warnings
 from collections import Counter
-from collections.abc import Iterator
 from typing import TypeVar
 
 import dagster as dg
@@ -59,55 +58,20 @@ def _artifact(store: Store, relative: str) -> dg.MetadataValue | str:
 SNAPSHOT, TEXT, TABLES = "document_snapshot", "document_text", "document_tables"
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            SNAPSHOT,
-            description="Immutable copy of the document's bytes (content-addressed) with sha256, size, media type, "
-            "pages. Nothing downstream reads the knowledge base again.",
-            partitions_def=documents_partitions,
-            group_name=GROUP,
-            code_version="1",
-            kinds={"python"},
-        ),
-        dg.AssetSpec(
-            TEXT,
-            deps=[SNAPSHOT],
-            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages) or the parsing provider "
-            "chosen with ATLAS_PARSER (MinerU, docling-serve), bs4 for HTML and JATS.",
-            partitions_def=documents_partitions,
-            group_name=GROUP,
-            code_version="1",
-            kinds={"python"},
-        ),
-        dg.AssetSpec(
-            TABLES,
-            deps=[SNAPSHOT],
-            description="Tables as HTML plus plain text, from the same parse as the text, or from ATLAS_TABLES_PARSER "
-            "(cached by content hash).",
-            partitions_def=documents_partitions,
-            group_name=GROUP,
-            code_version="1",
-            kinds={"python"},
-        ),
-    ],
-    can_subset=True,  # the UI can re-parse without a new snapshot, or take a snapshot alone
-    pool="parse",
+@dg.asset(
+    name=SNAPSHOT,
+    partitions_def=documents_partitions,
+    group_name=GROUP,
+    code_version="1",
+    kinds={"python"},
+    description="Immutable copy of the document's bytes (content-addressed) with sha256, size, media type, pages. "
+    "Nothing downstream reads the knowledge base again.",
 )
-def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
-    """Snapshot, then parse each document once: the same parse yields both the text and the tables. One step, not
-    two: a step costs Dagster a dozen stored events and its input checks in every run, whatever the document."""
+def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
+    """Its own step, outside the ``parse`` pool: it waits for older runs of its documents first, and a run waiting
+    must not hold a parse slot (the older run may need that very slot to finish)."""
     batch = DocumentBatch(context)
     wait_for_older_runs(context, batch.keys)  # one run per document at a time
-    selected = {key.to_user_string() for key in context.selected_asset_keys}
-    if SNAPSHOT in selected:
-        yield _snapshots(context, atlas, batch)
-    parsed = {TEXT, TABLES} & selected
-    if parsed:
-        yield from _parses(context, atlas, batch, parsed)
-
-
-def _snapshots(context: dg.AssetExecutionContext, atlas: AtlasResource, batch: DocumentBatch) -> dg.MaterializeResult:
     store, knowledge_base = atlas.store(), atlas.open_knowledge_base()
     catalog = None if batch.single else load_catalog(store)
 
@@ -133,14 +97,38 @@ def _snapshots(context: dg.AssetExecutionContext, atlas: AtlasResource, batch: D
 
     results = batch.each(snapshot)
     for key, (metadata, _) in results.items():
-        batch.add_metadata(key, metadata, asset=SNAPSHOT)
-    return dg.MaterializeResult(asset_key=SNAPSHOT, data_version=_single_version(results))
+        batch.add_metadata(key, metadata)
+    return dg.MaterializeResult(data_version=_single_version(results))
 
 
-def _parses(
-    context: dg.AssetExecutionContext, atlas: AtlasResource, batch: DocumentBatch, assets: set[str]
-) -> Iterator[dg.MaterializeResult]:
-    store, choice = atlas.store(), atlas.parser_choice()
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            TEXT,
+            deps=[document_snapshot],
+            description="Markdown full text: pymupdf4llm for PDF (OCR for image-only pages) or the parsing provider "
+            "chosen with ATLAS_PARSER (MinerU, docling-serve), bs4 for HTML and JATS.",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+        dg.AssetSpec(
+            TABLES,
+            deps=[document_snapshot],
+            description="Tables as HTML plus plain text, from the same parse as the text, or from ATLAS_TABLES_PARSER "
+            "(cached by content hash).",
+            partitions_def=documents_partitions,
+            group_name=GROUP,
+            code_version="1",
+            kinds={"python"},
+        ),
+    ],
+    pool="parse",
+)
+def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
+    """Parse each document once; the same parse yields both the text and the tables."""
+    store, choice, batch = atlas.store(), atlas.parser_choice(), DocumentBatch(context)
 
     def parse(key: str) -> tuple[dict, str]:
         snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
@@ -181,11 +169,11 @@ def _parses(
 
     results = batch.each(parse)
     for key, (metadata, _) in results.items():
-        for asset_name in sorted(assets):
-            batch.add_metadata(key, metadata[asset_name], asset=asset_name)
+        for asset_name, values in metadata.items():
+            batch.add_metadata(key, values, asset=asset_name)
     version = _single_version(results)
-    for asset_name in sorted(assets):
-        yield dg.MaterializeResult(asset_key=asset_name, data_version=version)
+    yield dg.MaterializeResult(asset_key=TEXT, data_version=version)
+    yield dg.MaterializeResult(asset_key=TABLES, data_version=version)
 
 
 def _preview_text(parsed: ParsedDocument | None, record: ParseRecord, store: Store) -> str:
@@ -338,4 +326,4 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
 
 
 def build_document_assets(extraction_code_version: str) -> list[dg.AssetsDefinition]:
-    return [document_parse, build_document_extraction(extraction_code_version)]
+    return [document_snapshot, document_parse, build_document_extraction(extraction_code_version)]

@@ -18,6 +18,7 @@ from typing import Any
 
 from dagster import _check as check
 from dagster._config import Field, StringSource
+from dagster._core.errors import DagsterInvariantViolationError
 from dagster._core.events import ASSET_EVENTS
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
@@ -66,18 +67,35 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         return cls(inst_data=inst_data, **config_value)
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        """The batch's asset events: one statement on the run's database, one transaction on the index; anything
+        else (check plans) as Dagster stores it, after them. Once the run's rows are committed, a failed index
+        transaction is retried one event at a time here: raising would make Dagster store the whole batch again,
+        and the run's rows twice."""
         assets = [event for event in events if event.is_dagster_event and event.dagster_event_type in ASSET_EVENTS]
         if len(assets) < 2 or len({event.run_id for event in assets}) != 1:
             super().store_event_batch(events)
             return
-        with self.run_connection(assets[0].run_id) as connection:
+        with self.run_connection(assets[0].run_id) as connection:  # atomic: on failure Dagster retries it all
             connection.execute(self.prepare_insert_event_batch(assets))
-        with self.index_transaction() as connection:  # mirrored in the index as store_event does, in one go
-            ids = [connection.execute(self.prepare_insert_event(event)).inserted_primary_key[0] for event in assets]
-            self._store_asset_event_tags(connection, assets, ids)
-            for event, event_id in zip(assets, ids, strict=True):
-                self._store_asset_event(connection, event, event_id)
+        try:
+            with self.index_transaction() as connection:
+                self._mirror(connection, assets)
+        except DagsterInvariantViolationError:
+            raise
+        except Exception:  # rolled back (e.g. the index locked past SQLite's timeout): one event at a time
+            for event in assets:
+                with self.index_transaction() as connection:
+                    self._mirror(connection, [event])
         batched = {id(event) for event in assets}
-        for event in events:  # anything else (check plans) as Dagster stores it, in order
+        for event in events:
             if id(event) not in batched:
                 self.store_event(event)
+
+    def _mirror(self, connection: Any, events: Sequence[EventLogEntry]) -> None:
+        """The index rows ``store_event`` writes for asset events: the event, its tags, the asset's entry."""
+        ids = [connection.execute(self.prepare_insert_event(event)).inserted_primary_key[0] for event in events]
+        if any(event_id is None for event_id in ids):
+            raise DagsterInvariantViolationError("Cannot store asset event tags for null event id.")
+        self._store_asset_event_tags(connection, events, ids)
+        for event, event_id in zip(events, ids, strict=True):
+            self._store_asset_event(connection, event, event_id)
