@@ -49,6 +49,19 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def stop_group(process: subprocess.Popen, grace: float = 30) -> None:
+    """Stop a child started in its own process group (daemon, webserver, worker) with everything it started:
+    SIGTERM, then SIGKILL after ``grace`` seconds; a group already gone (a worker the test killed) is fine."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 S3_CREDENTIALS = {  # what the local S3 server is given; sample values, never real ones
     "AWS_ACCESS_KEY_ID": "atlas-test-key",
     "AWS_SECRET_ACCESS_KEY": "atlas-test-secret",
@@ -255,7 +268,6 @@ def watched_folder_env(tmp_path: Path, knowledge_base: Path, automation_seconds:
 def dagster_daemon(env: dict[str, str], folder: Path) -> Iterator[subprocess.Popen]:
     """The real ``dagster-daemon`` over the project's workspace (its log in ``folder/daemon.log``); stopped with its
     whole process group (code server and run workers included)."""
-    import signal
 
     command = [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(_workspace())]
     with (folder / "daemon.log").open("wb") as log:
@@ -265,12 +277,7 @@ def dagster_daemon(env: dict[str, str], folder: Path) -> Iterator[subprocess.Pop
     try:
         yield daemon
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
+        stop_group(daemon)
 
 
 def _workspace() -> Path:
@@ -408,7 +415,6 @@ def webserver_command(workspace: str, host: str, port: int | str) -> list[str]:
 def dagster_webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
     """The real ``dagster-webserver`` over the project's workspace on 127.0.0.1, in its own process group; yields
     its URL once it answers."""
-    import signal
 
     port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
@@ -422,12 +428,7 @@ def dagster_webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
         wait_for_http(f"http://127.0.0.1:{port}/server_info", process, timeout=180)
         yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
 
 
 CELERY_EXECUTOR_CONFIG = "deploy/celery/executor.yaml"
@@ -463,11 +464,4 @@ def celery_worker(name: str, env: dict[str, str], folder: Path, executor_config:
             time.sleep(0.5)
         yield process
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)

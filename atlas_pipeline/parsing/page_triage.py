@@ -49,9 +49,14 @@ class PageView:
         blocks = [block for block in page.get_text("dict", flags=_FLAGS)["blocks"] if block["type"] == 0]
         return cls(page, blocks)
 
+    @cached_property
+    def lines(self) -> list[tuple[pymupdf.Rect, list[dict]]]:
+        """The page's lines that hold text (box, spans), read once for triage, body size and decorations."""
+        return _lines(self.blocks)
+
     @property
     def characters(self) -> int:
-        return sum(len(span["text"].strip()) for _, spans in _lines(self.blocks) for span in spans)
+        return sum(len(span["text"].strip()) for _, spans in self.lines for span in spans)
 
     @cached_property
     def drawings(self) -> list[pymupdf.Rect]:
@@ -61,7 +66,7 @@ class PageView:
     @property
     def decorated(self) -> bool:
         """Whether a drawing touches a line of text: an underline, a strike-out, a highlight or a shaded box."""
-        lines = [rect for rect, _ in _lines(self.blocks)]
+        lines = [rect for rect, _ in self.lines]
         return any(drawing.intersects(line) for drawing in self.drawings for line in lines)
 
 
@@ -149,7 +154,7 @@ def _columns(lines: list[tuple[pymupdf.Rect, list[dict]]], width: float) -> int:
 def triage_page(view: PageView) -> Triage:
     """Send a page to the layout model or the text path."""
     page = view.page
-    lines = _lines(view.blocks)
+    lines = view.lines
     text = "".join(span["text"] for _, spans in lines for span in spans)
     characters = len(text.strip())
     if characters < MIN_TEXT_CHARS:
@@ -180,7 +185,7 @@ def body_size(views: list[PageView]) -> float:
     page of small-print references would make its larger text look like headings)."""
     sizes: Counter[float] = Counter()
     for view in views:
-        for _, spans in _lines(view.blocks):
+        for _, spans in view.lines:
             for span in spans:
                 sizes[round(span["size"], 1)] += len(span["text"])
     return sizes.most_common(1)[0][0] if sizes else 10.0
