@@ -129,7 +129,7 @@ def test_every_kind_of_answer_gets_its_tier_and_the_document_its_status(llm_serv
     assert "'4.01' where the source has '4.00'" in notes["age_treatment"]
     assert notes["n_control"] == "value not in its quote: 31 is not written in the quote"
     assert notes["control_name"] == "value not in its quote: 'placebo' not in the quote"
-    assert notes["rob_blinding"].startswith("value not in its quote: the quote does not say 'low'")
+    assert notes["rob_blinding"].startswith("a judgment ('low'): its quote is evidence for it")
     assert "'shorter' where the source has 'longer'" in notes["p_value"]
     assert notes["funding_source"].startswith("not reported; the model gave a quote without a value")
     assert record.fields["funding_source"]["quote"] is None
@@ -452,7 +452,9 @@ def test_chunked_strategy_keeps_every_candidate_and_flags_disagreement(
         (2, 30, "verified"),
         (3, 90, "verified"),
     ]
-    assert kept["flags"] == ["chunks disagree on n_treatment (verified in each): chunk 2: 30, chunk 3: 90"]
+    assert kept["flags"] == [
+        "chunks disagree on n_treatment: chunk 1: 30 (unverified), chunk 2: 30 (verified), chunk 3: 90 (verified)"
+    ]
     assert record.fields["study_design"]["chunk"] == 2 and record.fields["study_design"]["flags"] == []
     assert record.status == "partial" and "n_treatment" in fields_needing_review(record)
 
@@ -488,7 +490,7 @@ def test_split_chunks_cover_everything_within_the_limit():
 def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
     import openpyxl
 
-    long_value = "randomised " * 100_000  # 1.1 MB: more than an xlsx cell or a csv reader's field holds
+    long_value = "x" + " randomised" * 100_000  # 1.1 MB: more than an xlsx cell or a csv reader's field holds
     llm_server.script(
         {"content": answer(**{**EVERY_KIND, "funding_source": {"value": long_value, "quote": "Sandra Valois"}})}
     )
@@ -536,7 +538,7 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
     assert str(choices[0].sqref).startswith(openpyxl.utils.get_column_letter(decision_column + 1) + "2")
     funding = by_field["funding_source"]["model_value"]
     assert len(funding) < 33_000 and funding.endswith("the full value is in atlas_fields.parquet / .jsonl]")
-    assert "cut at 32,000 of 1,100,000 characters" in funding
+    assert "cut at 32,000 of 1,100,001 characters" in funding
     tiers = [rule.formula[0] for rules in fields.conditional_formatting for rule in rules.rules]
     assert any('="unverified"' in formula for formula in tiers)
     figures = {row[0]: row[1:] for row in completion.iter_rows(min_row=2, values_only=True)}

@@ -112,7 +112,8 @@ def test_outcome_entries_are_graded_checked_and_exported(llm_server, run, instan
     assert first["mean_intervention__tier"] == "verified" and first["mean_intervention__page"] is not None
     assert first["mean_intervention__quote"] == "White Grape Juice | 47.5 | 38.9"
     assert outcomes.schema["events_intervention"] == pl.Int64 and outcomes.schema["mean_comparator"] == pl.Float64
-    assert outcomes.row(2, named=True)["events_intervention"] == 26
+    anemia = outcomes.row(2, named=True)  # flagged: nobody accepted 26, so the value column is empty
+    assert anemia["events_intervention"] is None and anemia["events_intervention__model"] == 26
     fields_export = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet")
     assert "outcomes[2].sd_intervention" in fields_export["field"].to_list()
     sheets = pl.read_excel(tmp_path / "exports" / "atlas_documents.xlsx", sheet_id=0)
@@ -153,7 +154,7 @@ def test_chunks_merge_entries_by_identity_and_flag_conflicts(
     mean = record.fields["outcomes[1].mean_intervention"]
     assert [(c["chunk"], c["value"]) for c in mean["candidates"]] == [(1, 47.5), (2, 49.4)]
     assert mean["flags"] == [
-        "chunks disagree on outcomes[1].mean_intervention (verified in each): chunk 1: 47.5, chunk 2: 49.4"
+        "chunks disagree on outcomes[1].mean_intervention: chunk 1: 47.5 (verified), chunk 2: 49.4 (verified)"
     ]
     assert record.fields["outcomes[1].sd_intervention"]["flags"] == []  # both chunks agree on it
     assert record.fields["outcomes[2].outcome"]["value"] == "Fecal losses"

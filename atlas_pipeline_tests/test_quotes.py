@@ -307,3 +307,35 @@ def test_a_quote_never_runs_from_the_text_into_a_table():
     scope = EvidenceScope("Mortality was lower in the group given", [table])
     assert match_quote("Mortality was lower in the group given Placebo 30 12", scope.text).tier != "verified"
     assert scope.find("Placebo | 30 | 12").table == 0
+
+
+def test_a_symbol_mapped_to_a_fraction_is_unreadable_where_the_context_makes_it_certain():
+    # some publishers' fonts map "=" to "¼" (and "<" to "½"): "p ¼ 0.05" never passes for a quote, never lost
+    source = "The mean difference was 2.1 (95% CI 0.4 to 3.8; p ¼ 0.02), n ¼ 120; about ¼ of the children vomited."
+    for quote in ("2.1 (95% CI 0.4 to 3.8; p = 0.02)", "2.1 (95% CI 0.4 to 3.8; p ¼ 0.02)", "n = 120"):
+        match = match_quote(quote, source)
+        assert match.tier == "approximate" and match.note == UNREADABLE_NOTE, quote
+    assert match_quote("2.1 (95% CI 0.4 to 3.8; p = 0.03)", source).tier == "unverified"
+    assert match_quote("about ¼ of the children vomited", source).tier == "verified"  # a real quarter
+    assert match_quote("about 1/4 of the children vomited", source).tier == "verified"
+
+
+def test_sentence_punctuation_inside_markup_is_kept():
+    source = "text before\n\n**Table 1.** Baseline characteristics of the participants\n\n|a|b|"
+    assert match_quote("Table 1. Baseline characteristics of the participants", source).tier == "verified"
+    assert match_quote("_the end._ Next one", "It was the end. Next one began.").tier == "verified"
+
+
+def test_a_sentence_cut_by_figure_text_in_the_column_flow_is_found_and_nothing_else_is_skipped():
+    # a two-column PDF page read in order puts a figure's own text (ticks, axis label, legend) inside the sentence
+    head = "The duration of the illness was longer in the infants fed juice as compared"
+    tail = "with those given WA (p = 0.006), the mean +/- SD duration in hours was 49.4"
+    quote = f"{head} {tail}"
+    figure = "0 24 48 72 96\n\nHours\n\nApple Juice White Grape Juice Water"
+    assert match_quote(quote, f"Results. {head}\n\n{figure}\n\n{tail} hours.").tier == "verified"
+    # a skipped block may not hold a negation or a comparator, nor be running text, nor end a sentence before it
+    for between in ("No", "p < 0.05", "All patients improved while ingesting juice and none of them developed it."):
+        assert match_quote(quote, f"Results. {head}\n\n{between}\n\n{tail} hours.").tier == "unverified", between
+    assert match_quote(quote, f"Results. {head}.\n\n{figure}\n\nWith those given WA (p = 0.006), the mean").tier == (
+        "unverified"
+    )

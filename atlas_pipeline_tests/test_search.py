@@ -90,10 +90,13 @@ def test_search_on_postgres(postgres, tmp_path, knowledge_base, settings_for, at
 
 
 def test_values_are_searchable_by_field_and_on_the_review_page(run, llm_server, instance):
-    hostile = {"value": "<script>alert(1)</script> colored and flavored water", "quote": None}
+    hostile = {"value": "<script>alert(1)</script> <1> colored and flavored water", "quote": None}
     llm_server.script({"content": answer(control_name=hostile)})
     result, record = run()
     assert result.success and record.status.value in ("done", "partial")
+    # tags are cleaned from the value (the raw answer kept); what is left is still shown escaped
+    assert record.fields["control_name"]["value"] == "alert(1) <1> colored and flavored water"
+    assert record.fields["control_name"]["raw_value"] == hostile["value"]
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     with run.atlas.search_index(instance) as index:
         hits = index.search("grape juice", field="treatment_name")
@@ -103,6 +106,6 @@ def test_values_are_searchable_by_field_and_on_the_review_page(run, llm_server, 
         status, page = http_request(f"{url}/search?q=grape+juice")
         assert status == 200 and f'href="/documents/{KEY}"' in page and "<mark>" in page
         status, page = http_request(f"{url}/search?q=alert+flavored")  # a value holding markup, and the query
-        assert status == 200 and "&lt;script&gt;" in page and "<script>alert(1)" not in page, page
+        assert status == 200 and "&lt;1&gt;" in page and "<script>alert(1)" not in page, page
         status, page = http_request(f"{url}/search?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
         assert status == 200 and "<script>alert(1)" not in page

@@ -1,9 +1,13 @@
 """Value ↔ quote on real corpus sentences: a value must be written in (supported by) its own quote."""
 
-from atlas_pipeline.grading.fields import grade_field
+from atlas_pipeline.extraction.extractor import _merge
+from atlas_pipeline.extraction.templates import TemplateField, load_template
+from atlas_pipeline.grading.fields import apply_plausibility, grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
-from atlas_pipeline.grading.values import numbers_in, value_support
-from atlas_pipeline_tests.corpus import corpus_scope
+from atlas_pipeline.grading.values import clean_value, numbers_in, support_of, value_support
+from atlas_pipeline.ops.settings import PROJECT_ROOT
+from atlas_pipeline.parsing.regions import non_study_regions, reference_list, region_at
+from atlas_pipeline_tests.corpus import corpus_scope, parsed_corpus
 
 # sentences of the corpus' human evidence quotes (PMC3398966, PMC1574360)
 HR = "unadjusted hazard ratio [HR] 0.75 [95% CI 0.57–1.00], p = 0.047"
@@ -55,3 +59,98 @@ def test_a_null_value_with_a_quote_is_not_reported_and_the_quote_is_kept_as_a_no
     assert result.tier == "not_reported" and result.quote is None and "'Sandra Valois'" in result.note
     missing = grade_field("funding_source", "string", "metadata", None, evidence)
     assert missing.tier == "not_reported" and not missing.answered
+
+
+def test_labels_need_their_own_token_with_its_case_or_an_agreed_synonym():
+    odds = {"OR": ["odds ratio"]}
+    sentence = "metformin vs placebo – OR (95 % CI), 5.2 (1.3–20.7), P value = 0.019"  # PMC4987981
+    assert value_support("OR", sentence, "label", odds) == ""
+    assert value_support("OR", "odds ratio 1.21, 95% confidence interval 0.70 to 2.10", "label", odds) == ""
+    for quote in ("Patients were randomised to two groups.", "pregnant or nursing women", "treated with ORS"):
+        assert value_support("OR", quote, "label", odds).startswith("value not in its quote"), quote
+    assert support_of("or", "pregnant or nursing women", "label").cap == "unverified"  # a stop-word says nothing
+    assert support_of("the", "the patients were randomised", "text").cap == "unverified"
+    assert support_of("....", "Funding was provided by the NIH.", "text").cap == "unverified"
+    assert support_of([], "anything", "list").cap == "unverified"
+
+
+def test_judgments_are_never_verified_by_a_word_and_free_text_needs_its_words_together():
+    high = support_of("high", "products defined as high in saturated fat", "judgment")
+    assert high.cap == "approximate" and high.problem.startswith("a judgment ('high')")
+    assert support_of("low", "allocation was concealed adequately", "judgment").cap == "approximate"
+    long = "Patients in the control group were seen by the study nurse every four weeks and followed up for a year"
+    assert support_of("patients", long, "text").problem  # one common word of a long quote
+    assert not support_of("placebo", "the control group received an identical placebo capsule daily", "text").problem
+    scattered = "Juice was given to the first group, and after many weeks of follow-up the other group received water"
+    assert "scattered" in support_of("juice water", scattered, "text").problem
+    assert not support_of("Valois 2005", "© 2005 Valois et al", "text").problem
+
+
+def test_values_are_cleaned_of_markup_and_the_raw_answer_is_kept():
+    assert clean_value("Geoff W Melville<sup>1</sup>") == "Geoff W Melville"
+    assert clean_value("**White Grape Juice**") == "White Grape Juice"
+    assert clean_value(["_Lactobacillus_ GG", "<b>placebo</b>"]) == ["Lactobacillus GG", "placebo"]
+    assert clean_value(12.5) == 12.5
+    evidence = EvidenceScope(corpus_scope("PMC1216327"))
+    answer = {"value": "Sandra Valois<sup>1</sup>", "quote": "Sandra Valois<sup>1</sup> , Hugo Costa-Ribeiro"}
+    result = grade_field("study_id", "string", "metadata", answer, evidence)
+    assert (result.value, result.raw_value, result.tier) == ("Sandra Valois", answer["value"], "verified")
+
+
+def test_a_quote_from_the_reference_list_or_a_running_header_supports_no_study_field():
+    parsed = parsed_corpus("rct/PMC1216327.pdf")
+    references = reference_list(parsed.markdown)
+    assert references is not None
+    assert parsed.markdown[references.start : references.end].lstrip().startswith("## **References**")
+    assert "Welch's Inc" not in parsed.markdown[references.start : references.end]  # the acknowledgements before
+    evidence = EvidenceScope(parsed.markdown, parsed.tables)
+    cited = {"value": "Ribeiro H", "quote": "Ribeiro H, Ribeiro TC, Valois S, Mattos A, Lifshitz F"}
+    result = grade_field("study_id", "string", "metadata", cited, evidence)
+    assert result.tier == "approximate" and "quoted from the reference list" in result.note
+    header = {
+        "value": "Nutrition Journal",
+        "quote": "Nutrition Journal 2005, 4 :23 http://www.nutritionj.com/content/4/1/23",
+    }
+    result = grade_field("funding_source", "string", "metadata", header, evidence)
+    assert "running header" in result.note
+    body = {"value": "Welch's Inc.", "quote": "Supported in part by Welch's Inc. and Pediatric Sunshine Academics"}
+    assert grade_field("funding_source", "string", "metadata", body, evidence).tier == "verified"
+    # a heading inside a table of contents, a dot leader: not the study's text either
+    toc = "# Contents\n\nMethods .......... 3\n\nResults ........ 7\n\n# Methods\n\nWe randomised 40 patients."
+    kinds = {region.kind for region in non_study_regions(toc)}
+    assert kinds == {"a table of contents"}
+    assert region_at(non_study_regions(toc), toc.index("We randomised")) is None
+
+
+def test_implausible_values_are_flagged_with_the_rule():
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    evidence = EvidenceScope("Trial registration NCT0123456 and NCT01234567. Men were 145% of the sample.")
+    fields = {
+        "nct_number": grade_field(
+            "nct_number", "string", "metadata", {"value": "NCT0123456", "quote": "NCT0123456"}, evidence
+        ),
+        "male_percent": grade_field("male_percent", "number", "baseline", {"value": 145, "quote": "145%"}, evidence),
+    }
+    good = grade_field("nct_number", "string", "metadata", {"value": "NCT01234567", "quote": "NCT01234567"}, evidence)
+    declared = {
+        "nct_number": template.field_definition("nct_number"),  # rct_base: NCT + 8 digits (or another registry)
+        "male_percent": TemplateField(name="male_percent", type="number", description="-", unit="%", maximum=100),
+    }
+    messages = apply_plausibility(declared, fields)
+    assert len(messages) == 2
+    assert fields["nct_number"].flags[0].startswith("nct_number: 'NCT0123456' does not match the pattern")
+    assert fields["male_percent"].flags == ["male_percent: 145 is above the plausible maximum 100 %"]
+    assert apply_plausibility({"nct_number": template.field_definition("nct_number")}, {"nct_number": good}) == []
+
+
+def test_chunks_giving_different_values_are_a_conflict_whatever_their_tiers():
+    evidence = EvidenceScope(corpus_scope("PMC1216327"))
+    verified = grade_field(
+        "n_treatment", "integer", "baseline", {"value": 30, "quote": "30 received White Grape Juice"}, evidence
+    )
+    invented = grade_field("n_treatment", "integer", "baseline", {"value": 31, "quote": "31 received juice"}, evidence)
+    assert (verified.tier, invented.tier) == ("verified", "unverified")
+    kept = _merge("n_treatment", [(1, verified), (2, invented)])
+    assert kept.value == 30 and kept.flags == [
+        "chunks disagree on n_treatment: chunk 1: 30 (verified), chunk 2: 31 (unverified)"
+    ]

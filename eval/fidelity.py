@@ -10,7 +10,9 @@ with ``parse_document`` (default options) and prints, then writes ``eval/reports
 - tables: per RCT PDF, publisher table cells (``gold/jats_tables``, image-only tables excluded) whose text appears in
   the matching table we extracted, and the share of tables found;
 - locatability: human gold outcome numbers (events, group sizes, means, SDs) that occur in markdown + table text;
-- tabula: cells of tabula-java's expected CSVs that appear in our tables.
+- tabula: cells of tabula-java's expected CSVs that appear in our tables;
+- value support: per kind of value (number, text, label, judgment, a reference-list line), how many unsupported
+  values are verified (must be 0) and how many genuine ones are (``eval.value_kinds``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import ParsedDocument, ParseOptions, parse_document
 from bench.report import table, write_report
 from eval.perturbations import MEANING_CHANGES, NEEDS_OTHERS, TYPOGRAPHY_CHANGES
+from eval.value_kinds import HEADERS as VALUE_HEADERS
+from eval.value_kinds import rows as value_rows
+from eval.value_kinds import value_kinds
 
 CORPUS = Path(os.environ.get("ATLAS_TEST_CORPUS", PROJECT_ROOT.parent / "shared" / "corpus"))
 REPORT = PROJECT_ROOT / "eval" / "reports" / "fidelity.md"
@@ -107,6 +112,18 @@ def _documents(parses: Parses) -> dict[str, tuple[str, list[str], bool]]:
         if row["evidence_text"] not in found[pmcid][1]:
             found[pmcid][1].append(row["evidence_text"])
     return found
+
+
+def evidence_scopes(parses: Parses) -> dict[str, tuple[EvidenceScope, list[str]]]:
+    """pmcid → (the evidence scope quotes are graded against, its distinct human quotes), as ``_documents``."""
+    scopes = {}
+    for pmcid, (_, quotes, pdf) in _documents(parses).items():
+        if pdf:
+            parsed = parses.get(f"rct/{pmcid}.pdf")
+            scopes[pmcid] = (EvidenceScope(parsed.markdown, parsed.tables), quotes)
+        else:
+            scopes[pmcid] = (EvidenceScope((CORPUS / "gold" / "evidence_txt" / f"{pmcid}.txt").read_text()), quotes)
+    return scopes
 
 
 def grounding(parses: Parses) -> tuple[list[list[object]], dict]:
@@ -262,6 +279,8 @@ def main() -> None:
     table_rows, t = table_cells(parses)
     locate_rows, loc = locatability(parses)
     tabula_rows, _ = tabula(parses)
+    kinds = value_kinds(evidence_scopes(parses))
+    unsupported_verified = sum(tally.unsupported_verified for tally in kinds.values())
     genuine_found = [row for row in grounding_rows if "found" in row[0]]
     goals = [
         [
@@ -274,6 +293,12 @@ def main() -> None:
             [f"grounding: {row[0]}", "all but quotes not in the source", row[1], "yes" if row[1] else "NO"]
             for row in genuine_found
         ),
+        [
+            "value support: unsupported values verified (every kind)",
+            "0",
+            str(unsupported_verified),
+            "yes" if unsupported_verified == 0 else "NO",
+        ],
         goal("tables: publisher cells recovered", t["cells"], GOALS["cells"]),
         goal("locatability: gold numbers present", loc["locatability"], GOALS["locatability"]),
     ]
@@ -291,6 +316,17 @@ def main() -> None:
                 + "\n\n*skipped*: the altered text happens to be in the article, so it is not an alteration.",
             ),
             ("Meaning-changed quotes graded verified", bullets(g["wrongly_verified"])),
+            (
+                "Value support, per kind of value (unsupported verified must be 0)",
+                table(VALUE_HEADERS, value_rows(kinds))
+                + "\n\nPairs of (value, quote) on the human quotes found verified, graded by `grade_field` as the "
+                "pipeline does (`eval/value_kinds.py` says how each kind's values are made). A judgment is never "
+                "verified by design; a reference-list line supports no study field.",
+            ),
+            (
+                "Unsupported values graded verified",
+                bullets([item for tally in kinds.values() for item in tally.wrongly_verified]),
+            ),
             ("Tables (publisher JATS tables)", table(TABLE_HEADERS, table_rows)),
             ("Locatability (gold outcome numbers)", table(["measure", "count", "share"], locate_rows)),
             ("Gold numbers not found", bullets(loc["missing"])),

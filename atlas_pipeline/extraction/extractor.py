@@ -5,8 +5,8 @@ each sent with the tables of its own pages) and ``auto`` (chunked above the rule
 when a document would need more than ``max_chunks`` chunks, so no text is ever left out.
 
 Chunked answers are merged per field: every chunk's candidate is kept (``candidates``), the best graded one is the
-value (and ``chunk`` says where it came from), and when verified candidates of different chunks disagree the field is
-flagged with them instead of silently keeping one. Entries of a repeating group are merged by their identity (the
+value (and ``chunk`` says where it came from), and when any two chunks give different values the field is flagged
+with every candidate instead of silently keeping one. Entries of a repeating group are merged by their identity (the
 group's identity fields, compared without case, spacing or punctuation): one outcome reported by two chunks is one
 entry, its fields merged as above.
 """
@@ -25,7 +25,14 @@ from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.extraction.templates import Template, TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import Violation
-from atlas_pipeline.grading.fields import TIER_RANK, FieldResult, apply_checks, document_status, grade_field
+from atlas_pipeline.grading.fields import (
+    TIER_RANK,
+    FieldResult,
+    apply_checks,
+    apply_plausibility,
+    document_status,
+    grade_field,
+)
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.grading.text import tokenize
@@ -106,8 +113,9 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _merge(name: str, candidates: list[tuple[int, FieldResult]]) -> FieldResult:
-    """The kept value of a field over all chunks, with every chunk's candidate and a flag when verified ones
-    disagree."""
+    """The kept value of a field over all chunks, with every chunk's candidate; when two chunks give different
+    values the field is flagged with every candidate and its chunk, whatever their tiers — a verified quote says the
+    document holds that value, not that the other chunk's value is wrong (a subgroup, another time point)."""
     answered = [(chunk, result) for chunk, result in candidates if result.answered] or candidates
     chunk, best = max(answered, key=lambda item: (TIER_RANK[item[1].tier], item[1].confidence, -item[0]))
     best.chunk = chunk
@@ -115,10 +123,9 @@ def _merge(name: str, candidates: list[tuple[int, FieldResult]]) -> FieldResult:
     best.candidates = [
         {"chunk": c, "value": r.value, "quote": r.quote, "tier": r.tier, "confidence": r.confidence} for c, r in others
     ]
-    verified = [(c, r) for c, r in others if r.tier == "verified"]
-    if any(not _same_value(r.value, best.value) for _, r in verified):
-        said = ", ".join(f"chunk {c}: {r.value!r}" for c, r in verified)
-        best.flags.append(f"chunks disagree on {name} (verified in each): {said}")
+    if any(not _same_value(r.value, others[0][1].value) for _, r in others[1:]):
+        said = ", ".join(f"chunk {c}: {r.value!r} ({r.tier})" for c, r in others)
+        best.flags.append(f"chunks disagree on {name}: {said}")
     return best
 
 
@@ -151,7 +158,7 @@ def _grade_entries(
         for item in group.fields:
             answer = (entry.get(item.name) or {}) if item.name in entry else None
             name = entry_field_name(group.name, number, item.name)
-            graded[item.name] = grade_field(name, item.type, group.name, answer, scope, item.synonyms)
+            graded[item.name] = grade_field(name, item.type, group.name, answer, scope, item.synonyms, item.kind)
         entries.append(graded)
     return entries, max(0, len(objects) - group.max_entries)
 
@@ -224,7 +231,7 @@ def extract_with_llm(
         for item in template.fields:
             # absent from the answer → None (not answered); an explicit null → {} (not reported)
             given = (answer.data[item.name] or {}) if item.name in answer.data else None
-            graded = grade_field(item.name, item.type, modules[item.name], given, scope, item.synonyms)
+            graded = grade_field(item.name, item.type, modules[item.name], given, scope, item.synonyms, item.kind)
             candidates[item.name].append((index, graded))
         for group in template.groups:
             entries, extra = _grade_entries(group, answer.data.get(group.name), scope)
@@ -242,6 +249,7 @@ def extract_with_llm(
         is_required = {item.name: item.required for item in group.fields}
         required.update({name: is_required[entry_field_parts(name)[2]] for name in entry_fields})
     group_of = {item.name: group.name for group in template.groups for item in group.fields}
+    apply_plausibility({name: template.field_definition(name) for name in fields}, fields)
     violations = apply_checks(template.checks, fields, group_of)
     status, score, reason = document_status(required, fields, violations)
     for group_name, extra in left_out.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +20,18 @@ from atlas_pipeline.grading.consistency import ConsistencyCheck, check_fields_ex
 
 RESERVED_SHEETS = frozenset({"documents", "extractions", "fields", "approved", "review_quality", "task_completion"})
 FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]
+# how a quote supports a value (``grading.values``): a label is its own token or an agreed synonym; a judgment (risk
+# of bias, a design classification) is never written verbatim, so its quote is evidence a person weighs
+ValueKind = Literal["number", "label", "judgment", "text", "date", "boolean"]
+_KIND_OF_TYPE: dict[str, ValueKind] = {
+    "integer": "number",
+    "number": "number",
+    "enum": "label",
+    "string": "text",
+    "list": "text",
+    "date": "date",
+    "boolean": "boolean",
+}
 
 
 class TemplateField(BaseModel):
@@ -31,6 +44,27 @@ class TemplateField(BaseModel):
     synonyms: dict[str, list[str]] = Field(
         default_factory=dict, description="enum value → words a quote may use for it (agreed by the team)"
     )
+    judgment: bool = Field(
+        False, description="a reviewer's judgment (risk of bias, a classification): never verified by a word"
+    )
+    pattern: str | None = Field(None, description="a regular expression the whole value must match (plausibility)")
+    minimum: float | None = Field(None, description="smallest plausible number")
+    maximum: float | None = Field(None, description="largest plausible number")
+
+    @property
+    def kind(self) -> ValueKind:
+        """How a quote supports this field's value (``grading.values.value_support``)."""
+        return "judgment" if self.judgment else _KIND_OF_TYPE[self.type]
+
+    @model_validator(mode="after")
+    def _pattern_compiles(self) -> TemplateField:
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as error:
+                message = f"field {self.name!r}: pattern {self.pattern!r} is not a regular expression: {error}"
+                raise ValueError(message) from error
+        return self
 
 
 class TemplateModule(BaseModel):

@@ -17,7 +17,7 @@ from atlas_pipeline.extraction.prompt import PROMPT_VERSION
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.templates import Template
 
-GRADING_VERSION = "2"  # bump when grading rules change what a tier means (re-grades every extraction)
+GRADING_VERSION = "3"  # bump when grading rules change what a tier means (re-grades every extraction)
 SKIP_WRAPPER_VERSION = "1"
 
 

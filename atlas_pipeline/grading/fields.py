@@ -2,23 +2,29 @@
 
 Tiers — what each promises:
 
-- ``verified``: the quote is in the document exactly, up to typography, and the value is written in it (numbers) or
-  supported by it (text, enum). A reviewer may skip it — unless a consistency check flags it.
+- ``verified``: the quote is in the document exactly, up to typography, in a part that reports the study, and the
+  value is written in it (numbers, labels) or supported by it (text) — ``grading.values``. A reviewer may skip it —
+  unless a check flags it. It does not say the value is the right one for its field: that is a person's (or a second
+  extractor's) to confirm.
 - ``approximate``: close but not exact (a letter-level slip, an unreadable character in the PDF's text, a lost
-  decimal point), or a text/enum value its quote does not plainly say. A person looks.
-- ``unverified``: the quote is not in the document, differs in a number, sign, comparator, negation or meaning, or
-  the value is a number that its quote does not contain. A person must check.
+  decimal point), a text or label its quote does not plainly say, a judgment (never verified by a word), or a quote
+  from the reference list, a table of contents or a running header. A person looks.
+- ``unverified``: the quote is not in the document, differs in a number, sign, comparator, negation or meaning, the
+  value is a number that its quote does not contain, or a value with no content (stop-words, punctuation). A person
+  must check.
 - ``not_reported``: the model says the document does not report it (a quote it gave anyway is kept in the note).
 
 Completeness is the weighted share (required fields twice) of fields that are verified, or explicitly not reported
 for an optional field; a required field not found, a field the model left out of its answer, and a field flagged by a
 consistency check count against it. ≥ 0.9 ``done``, ≥ 0.5 ``partial``, below ``incomplete``; an answer with no value
-at all is ``incomplete``, and a consistency violation or a disagreement between chunks keeps a document from
-``done``.
+at all is ``incomplete``. ``done`` also needs every required value verified and no unverified value, no flagged
+field (consistency violation, implausible value, chunks that disagree): otherwise ``partial``, the counts in the
+reason.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,7 +32,7 @@ from atlas_pipeline.extraction.templates import entry_field_name, entry_field_pa
 from atlas_pipeline.grading.consistency import ConsistencyCheck, Violation, evaluate
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.statuses import DocumentStatus
-from atlas_pipeline.grading.values import value_support
+from atlas_pipeline.grading.values import clean_value, support_of
 
 DONE_AT = 0.9
 PARTIAL_AT = 0.5
@@ -54,6 +60,7 @@ class FieldResult:
     flags: list[str] = field(default_factory=list)  # consistency violations and chunk disagreements
     chunk: int | None = None  # chunked strategy: the chunk (1-based) the kept value came from
     candidates: list[dict[str, Any]] = field(default_factory=list)  # chunked: other chunks' differing values
+    raw_value: Any = None  # the model's value as it gave it, when cleaning its markup changed it
 
     @property
     def needs_review(self) -> bool:
@@ -74,8 +81,12 @@ def grade_field(
     answer: dict[str, Any] | None,
     scope: EvidenceScope,
     synonyms: dict[str, list[str]] | None = None,
+    kind: str | None = None,
 ) -> FieldResult:
-    """Grade the model's ``{"value": …, "quote": …}`` for one field against the document's evidence scope."""
+    """Grade the model's ``{"value": …, "quote": …}`` for one field against the document's evidence scope: is the
+    quote in the document (``match_quote``), in a part that reports the study (not the reference list, a table of
+    contents or a running header), and does it support the value for the field's value ``kind`` (the template's
+    ``TemplateField.kind``; by default the one of ``field_type``)?"""
     if answer is None:
         return FieldResult(module, None, None, 0.0, "not_reported", answered=False, note="no answer for this field")
     value, quote = answer.get("value"), answer.get("quote")
@@ -86,8 +97,10 @@ def grade_field(
         if quote:
             result.note = f"not reported; the model gave a quote without a value (kept as a note): {quote!r}"
         return result
+    raw_value, value = value, clean_value(value)
+    raw = raw_value if value != raw_value else None
     if not quote:
-        return FieldResult(module, value, None, 0.0, "unverified", note="no quote given")
+        return FieldResult(module, value, None, 0.0, "unverified", note="no quote given", raw_value=raw)
     evidence = scope.find(quote)
     match = evidence.match
     result = FieldResult(
@@ -103,18 +116,46 @@ def grade_field(
         evidence.page,
         evidence.table,
         evidence.row,
+        raw_value=raw,
     )
-    problem = value_support(value, quote, field_type, synonyms)
-    if problem:
-        _add_note(result, problem)
-        numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        if numeric:
+    if evidence.region and result.tier != "unverified":
+        _add_note(result, f"quoted from {evidence.region}, which reports no study data")
+        result.confidence, result.tier = min(result.confidence, 0.9), "approximate"
+    support = support_of(value, quote, kind or field_type, synonyms)
+    if support.problem:
+        _add_note(result, support.problem)
+        if support.cap == "unverified":
             result.confidence, result.tier = 0.0, "unverified"
         elif result.tier == "verified":
             result.confidence, result.tier = min(result.confidence, 0.9), "approximate"
     elif result.tier == "unverified" and not result.note:
         result.note = "quote not found in the document"
     return result
+
+
+def apply_plausibility(fields_of: dict[str, Any], fields: dict[str, FieldResult]) -> list[str]:
+    """Flag every value outside what its template field declares plausible — a ``pattern`` the whole value must match
+    (``NCT`` + 8 digits), a ``minimum`` or ``maximum`` for a number. ``fields_of``: field name → its
+    ``TemplateField`` (entries' fields included). Returns the messages."""
+    messages = []
+    for name, result in fields.items():
+        definition = fields_of.get(name)
+        value = result.value
+        if definition is None or value is None or result.tier == "not_reported":
+            continue
+        message = ""
+        if definition.pattern and not isinstance(value, bool) and not re.fullmatch(definition.pattern, str(value)):
+            message = f"{name}: {value!r} does not match the pattern the template declares ({definition.pattern})"
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        unit = f" {definition.unit}" if definition.unit else ""
+        if number is not None and definition.minimum is not None and number < definition.minimum:
+            message = f"{name}: {number:g} is below the plausible minimum {definition.minimum:g}{unit}"
+        if number is not None and definition.maximum is not None and number > definition.maximum:
+            message = f"{name}: {number:g} is above the plausible maximum {definition.maximum:g}{unit}"
+        if message and message not in result.flags:
+            result.flags.append(message)
+            messages.append(message)
+    return messages
 
 
 def apply_checks(
@@ -176,11 +217,22 @@ def completeness(required: dict[str, bool], fields: dict[str, FieldResult]) -> f
 def document_status(
     required: dict[str, bool], fields: dict[str, FieldResult], violations: list[Violation]
 ) -> tuple[DocumentStatus, float, str]:
-    """Status, completeness and the reason a person reads."""
+    """Status, completeness and the reason a person reads. ``done`` means every required value is verified and
+    nothing in the answer is unsupported, flagged or contradicting: an answer with an unverified value (a quote not in
+    the document, a value its quote does not say), a flagged field (a consistency violation, a value outside its
+    plausible range, chunks that disagree) or a required value that is not verified is at best ``partial``, with the
+    counts in the reason."""
     score = completeness(required, fields)
     found = [result for result in fields.values() if result.tier != "not_reported"]
     review = [name for name, result in fields.items() if result.needs_review]
     missing = [name for name, is_required in required.items() if is_required and fields[name].tier == "not_reported"]
+    unsupported = [name for name, result in fields.items() if result.tier == "unverified"]
+    flagged = [name for name, result in fields.items() if result.flags]
+    unsure = [
+        name
+        for name, is_required in required.items()
+        if is_required and fields[name].tier not in ("verified", "not_reported", "unverified")
+    ]
     if not found:
         return DocumentStatus.INCOMPLETE, score, "the model reported no value for any field"
     status = (
@@ -190,12 +242,17 @@ def document_status(
         if score >= PARTIAL_AT
         else DocumentStatus.INCOMPLETE
     )
-    flagged = any(result.flags for result in fields.values())
-    if (violations or flagged) and status == DocumentStatus.DONE:
-        status = DocumentStatus.PARTIAL  # values that contradict each other are never done
+    if status == DocumentStatus.DONE and (violations or flagged or unsupported or missing or unsure):
+        status = DocumentStatus.PARTIAL  # never done with a value nobody can stand behind
     parts = [f"completeness {score:.0%}"]
     if review:
         parts.append(f"{len(review)} field(s) need review")
+    if unsupported:
+        parts.append(f"{len(unsupported)} unsupported value(s): " + ", ".join(unsupported[:5]))
+    if flagged:
+        parts.append(f"{len(flagged)} flagged field(s)")
+    if unsure:
+        parts.append(f"required not verified: {', '.join(unsure[:5])}")
     if missing:
         parts.append(f"required not found: {', '.join(missing)}")
     if violations:

@@ -4,7 +4,9 @@ The scope is the document's markdown followed by the plain text of each table (o
 markdown has its span in ``document.md`` and the page of its first character (from the parser's page markers); a
 quote found in a table's text has the table's index (0-based, as in ``tables.json``), its row (1-based, the first row
 being the header) and the table's page, and no markdown span — an offset past the end of ``document.md`` would open
-nothing. A quote found on a markdown table line also gets the table and row when the tables have it.
+nothing. A quote found on a markdown table line also gets the table and row when the tables have it. A quote that
+starts in the reference list, a table of contents or a running header (``parsing.regions``) says which: it is in the
+document, but it reports no study data.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Protocol
 
 from atlas_pipeline.grading.quotes import QuoteMatch, match_quote
 from atlas_pipeline.grading.text import BOUNDARY_CHAR, tokenize
+from atlas_pipeline.parsing.regions import non_study_regions, region_at
 
 SEPARATOR = f"\n\n{BOUNDARY_CHAR}\n\n"
 
@@ -35,6 +38,7 @@ class Evidence:
     page: int | None = None
     table: int | None = None  # index in tables.json
     row: int | None = None  # 1-based row of that table
+    region: str = ""  # the non-study region the quote starts in (the reference list, …), else ""
 
 
 class EvidenceScope:
@@ -51,6 +55,7 @@ class EvidenceScope:
             parts.append(table.text)
             offset += len(table.text)
         self.text = SEPARATOR.join(parts)  # a hard boundary: no quote runs from the text into a table
+        self.regions = non_study_regions(markdown)
 
     def find(self, quote: str) -> Evidence:
         match = match_quote(quote, self.text)
@@ -60,7 +65,8 @@ class EvidenceScope:
             page = tokenize(self.text).page_of(match.start)
             table, row = self._table_row_of_markdown(quote, match.start)
             end = min(match.end, len(self.markdown))
-            return Evidence(match, match.start, end, page, table, row)
+            region = region_at(self.regions, match.start)
+            return Evidence(match, match.start, end, page, table, row, region.kind if region else "")
         index = bisect.bisect_right(self.table_starts, match.start) - 1
         table_text = self.tables[index].text
         row = table_text[: match.start - self.table_starts[index]].count("\n") + 1

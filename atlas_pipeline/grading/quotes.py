@@ -5,7 +5,9 @@ dash variants and markup are folded away; words, numbers, signs and comparators 
 
 1. **exact** — the quote's tokens are a run of the scope's tokens: 1.0, ``verified``.
 2. **segmented** — the quote is there in up to three parts, cut only by a real interruption: a page break (the page
-   header/footer that comes with it), or blocks that are figure/table captions, tables, footnotes or picture text.
+   header/footer that comes with it), or blocks that are figure/table captions, tables, footnotes or picture text —
+   or the text of a figure the column flow put inside a sentence (short lines, no sentence, and the sentence visibly
+   going on after it with a lower-case word).
    Each cut falls at a block boundary, so a quote is never stitched from the document's own sentences: 0.98 (two
    parts) or 0.96 (three), ``verified``.
 3. **close** — the best alignment differs only by what an OCR slip or a copy makes: letters inside a word
@@ -146,6 +148,8 @@ _CAPTION = re.compile(
 _FOOTNOTE = re.compile(r"^(>\s|<sup>|[†‡§¶]|\*(?![*\s])|\[\^)")
 _PICTURE = re.compile(r"^(<!--\s*(start of picture text|page\s+\d+)|!\[|<table|<img)", re.IGNORECASE)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_FIGURE_LINE_WORDS = 8  # a line of figure material (axis ticks, labels, a legend) is short
+_SENTENCE_END = re.compile(r"[.!?:;][\s*_)\]]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,13 +453,32 @@ def _interruption(doc: TokenizedText, start: int, end: int) -> bool:
     blocks = [block.strip() for block in _BLANK_LINE.split(doc.original[start:end]) if block.strip()]
     if not blocks:
         return False
+    continued = re.match(r"[^\W\d_]", doc.original[end : end + 1]) is not None and doc.original[end].islower()
     for block in blocks:
         plain = re.sub(r"^[\s*_]+", "", block)
         is_table = all(line.lstrip().startswith("|") for line in block.splitlines() if line.strip())
         furniture = page_break and len(block.split()) <= 15 and not block.lstrip().startswith("#")
-        if not (is_table or furniture or _CAPTION.match(plain) or _FOOTNOTE.match(block) or _PICTURE.match(block)):
+        figure = continued and _figure_material(block)
+        if not (
+            is_table or furniture or figure or _CAPTION.match(plain) or _FOOTNOTE.match(block) or _PICTURE.match(block)
+        ):
             return False
     return True
+
+
+def _figure_material(block: str) -> bool:
+    """Is a block the text of a figure a PDF's column flow put inside a sentence — axis ticks, labels, a legend:
+    short lines, none a sentence, no heading, no negation or comparator a quote could silently skip? Only asked when
+    the text after it goes on with a lower-case word, so the sentence it cuts visibly continues."""
+    lines = [line.strip() for line in block.splitlines() if line.strip()]
+    if not lines or lines[0].startswith("#"):
+        return False
+    for line in lines:
+        words = line.split()
+        if len(words) > _FIGURE_LINE_WORDS or (len(words) > 3 and _SENTENCE_END.search(line)):
+            return False
+    tokens = tokenize_once(block).tokens
+    return not any(is_negation(t.text) or (t.kind == SYMBOL and t.text in "<>≤≥=≠≮≯") for t in tokens)
 
 
 def _long_enough(doc: TokenizedText, begin: int, end: int) -> bool:

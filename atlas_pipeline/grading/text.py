@@ -13,7 +13,9 @@ digits, decimal point or comma, a minus sign attached to the number, and the num
 ``HER2−``), the end of a sentence (``.``, ``;``, ``!``, ``?``: two sentences are not one), and superscripts: after a
 letter they join the word (``m²`` = ``m<sup>2</sup>`` = ``m2``), after a number they stay apart (``10³`` is ``10 ^3``,
 never ``103``; a footnote mark ``0.04²`` is never ``0.042``). Characters a PDF's text layer could not map (U+FFFD,
-control characters, private-use glyphs) become ``unreadable`` tokens, so a quote across one is never taken as exact.
+control characters, private-use glyphs) become ``unreadable`` tokens, so a quote across one is never taken as exact;
+so does a vulgar fraction standing where a symbol must be, between a statistic's name and a number (``p ¼ 0.05``:
+a text layer that mapped ``=`` to ``¼``).
 
 Each token keeps its span in the original text; page markers (``<!-- page N -->``, written by the PDF parser at the
 start of every page) give the page of any offset. ``BOUNDARY_CHAR`` separates texts that must never be read as one
@@ -77,11 +79,16 @@ _TOKEN = re.compile(
     r"|(?P<symbol><=|>=|=<|\+/-|\+-|[<>≤≥≮≯≰≱=±∓≠≈~×%‰/])"
     r"|(?P<dash>[-−])"
     r"|(?P<plus>\+)"
-    r"|(?P<stop>[.!?;](?=\s|$|[^\W\d_]))"
+    r"|(?P<stop>[.!?;](?=[*_]*(?:\s|$|[^\W\d_])))"  # "**Table 1.** Baseline": the stop is kept inside markup
 )
 _DIGRAPHS = {"<=": "≤", "=<": "≤", ">=": "≥", "+/-": "±", "+-": "±"}
 # scripts written without spaces between words: every character is a token of its own
 _UNSPACED = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# a symbol glyph a PDF's text layer mapped to a vulgar fraction — "p ¼ 0.05" for "p = 0.05", "n ½ 12" — is known
+# to be wrong where it stands between a statistic's name and a number: it is read as unreadable, never as ¼
+_MISMAPPED_FRACTION = re.compile(
+    r"(?<![\w.])(?:[A-Za-z]{1,4}|χ2|χ²|I2|I²)\)?[ \u00a0]?([¼½¾])(?=[ \u00a0]?[-−–]?\.?\d)"
+)
 _JOINED_HYPHEN = re.compile(r"(?<=[^\W\d_])-[ \n]*(?=[^\W\d_])")
 _RULE = re.compile(r"-{2,}")
 
@@ -183,11 +190,21 @@ def _fold(original: str) -> tuple[str, list[int]]:
         if match.start() not in silent:
             masked.update(range(match.start(), match.end()))
     masked.update(match.start(1) for match in _QUOTE_MARK.finditer(original))
+    mismapped = (
+        {match.start(1) for match in _MISMAPPED_FRACTION.finditer(original)}
+        if "¼" in original or ("½" in original or "¾" in original)
+        else set()
+    )
     chars: list[str] = []
     offsets: list[int] = []
     previous_latin = False
     for index, char in enumerate(original):
         if index in silent:
+            continue
+        if index in mismapped:
+            chars.append(UNREADABLE_CHAR)
+            offsets.append(index)
+            previous_latin = False
             continue
         if index in masked:
             if not chars or chars[-1] != " ":
@@ -271,6 +288,8 @@ def _sentence_end(original: str, text: str, offsets: list[int], start: int, end:
     """Is the stop at ``start`` the end of a sentence? Not inside "e.g." or "I.E.", and not a decimal point the text
     layer split off ("0. 001")."""
     before = text[start - 1] if start > 0 else ""
+    while end < len(text) and text[end] in "*_":  # emphasis closing after the stop ("**Table 1.** Baseline")
+        end += 1
     rest = text[end:].lstrip(" ")
     if before.isdigit() and text[start] == "." and rest[:1].isdigit():
         return False

@@ -10,7 +10,17 @@ with a quote about the intervention. The rules:
   their singular or plural (``randomised``/``randomized`` is a different spelling, so a person looks) — and not under
   a negation the value leaves out ("significant difference" is not supported by "no significant difference");
 - a date must have its year, month and day in the quote, as whole tokens;
-- an enum value must be supported by its label's words, or by one of the synonyms the template agrees for it.
+- a label (an enum option, a short code) must be written in the quote as a whole word, with its case where the case
+  carries meaning (``OR``, ``RR``, ``HR``, ``MD``), or as one of the synonyms the template agrees for it ("odds
+  ratio");
+- a judgment (risk of bias, a design classification — ``judgment: true`` in the template) is never written verbatim:
+  its quote can be in the document, the judgment itself is a person's to confirm (at most ``approximate``);
+- a free text must have its content words close together in the quote (not scattered through it), and one common
+  word alone ("high", "patients") does not make a long quote support it;
+- a value with no content — stop-words, punctuation, markup, whitespace — is supported by nothing (``unverified``).
+
+Values are cleaned of the markup a model copies from the markdown before they are graded and exported
+(``clean_value``); the raw answer stays in the record.
 """
 
 from __future__ import annotations
@@ -18,13 +28,28 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+from dataclasses import dataclass
 from datetime import date
 
 from atlas_pipeline.grading.quotes import is_negation
-from atlas_pipeline.grading.text import NUMBER, SYMBOL, WORD, Token, tokenize_once
+from atlas_pipeline.grading.text import BOUNDARY, NUMBER, SYMBOL, WORD, Token, tokenize_once
 
 _STOPWORD_TEXT = "a an the of and or in on at to for with by vs versus from as per"
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# words so common in trial reports that one of them alone, somewhere in a long quote, says nothing about a value
+_COMMON_TEXT = (
+    "all also any are be been both but can could did do does each had has have he her his if into is it its may more "
+    "most no none not one only other our she some such than that their them then there these they this those two "
+    "was we were which who will would yes high low higher lower some concerns unclear moderate serious critical "
+    "risk bias group groups arm arms patient patients participant participants subject subjects people study studies "
+    "trial trials treatment treatments control controls intervention interventions usual care standard outcome "
+    "outcomes result results data analysis method methods table figure baseline follow up day days week weeks "
+    "month months year years time total mean median number rate ratio score level levels effect effects difference "
+    "significant significantly randomised randomized random adequate inadequate open label blind blinded"
+)
+COMMON_WORDS = frozenset(_COMMON_TEXT.split())
+_SHORT_QUOTE = 6  # content words: a quote this short is about its value
+_SLACK = 2  # tokens a quote may put between a text value's words ("White Grape Juice (WGJ)", "2005 Valois")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _GROUP_SPACE = re.compile(r"[ \u00a0\u2009\u202f]")
 _MONTH_TEXT = "january february march april may june july august september october november december"
@@ -98,15 +123,28 @@ def number_in_quote(value: float, quote: str) -> bool:
     return any(math.isclose(value, number, rel_tol=1e-9, abs_tol=1e-9) for number in numbers_in(quote))
 
 
+def _is_code(token: Token, original: str) -> bool:
+    """An abbreviation written in capitals (``OR``, ``RR``, ``HR``, ``MD``): its case carries its meaning."""
+    written = original[token.start : token.end]
+    return token.kind == WORD and len(written) >= 2 and written.isupper()
+
+
 def _content(text: str) -> list[Token]:
-    """The tokens that carry a text's meaning: words (stopwords left out), numbers, and ``+``/``−`` marks."""
+    """The tokens that carry a text's meaning: words (stopwords left out, unless written as a code such as ``OR``),
+    numbers, and ``+``/``−`` marks."""
+    view = tokenize_once(text)
     return [
         token
-        for token in tokenize_once(text).tokens
-        if (token.kind == WORD and token.text not in STOPWORDS)
+        for token in view.tokens
+        if (token.kind == WORD and (token.text not in STOPWORDS or _is_code(token, text)))
         or token.kind == NUMBER
         or (token.kind == SYMBOL and token.text in "+-")
     ]
+
+
+def has_content(text: str) -> bool:
+    """Whether a text value says anything: not only stop-words, punctuation, markup or whitespace."""
+    return bool(_content(text))
 
 
 def _same_word(word: str, other: str) -> bool:
@@ -117,30 +155,98 @@ def _same_word(word: str, other: str) -> bool:
     return len(short) >= 3 and long in (short + "s", short + "es", short[:-1] + "ies")
 
 
+def _same_number(numbers: list[float], token: Token) -> bool:
+    return any(math.isclose(n, q, abs_tol=1e-9) for n in numbers for q in _as_numbers(token.text))
+
+
+def _window(positions: list[list[int]]) -> int:
+    """The fewest tokens of the quote that hold one occurrence of every value token (positions per value token)."""
+    best = None
+    for anchor in positions[0]:
+        nearest = [min(found, key=lambda at, anchor=anchor: abs(at - anchor)) for found in positions[1:]]
+        span = max([anchor, *nearest]) - min([anchor, *nearest]) + 1
+        best = span if best is None else min(best, span)
+    return best or 0
+
+
 def text_supported(value: str, quote: str) -> list[str]:
     """The words (and numbers, and +/− marks) of ``value`` that its quote does not have, or has only under a
-    negation the value leaves out; empty when the quote supports it."""
-    quote_tokens = _content(quote)
+    negation the value leaves out, or only scattered through it; empty when the quote supports it."""
     all_quote = list(tokenize_once(quote).tokens)
     quote_numbers = numbers_in(quote)
     value_tokens = _content(value)
+    if not value_tokens:
+        return ["(the value has no content: only stop-words, punctuation or markup)"]
     value_negated = any(is_negation(token.text) for token in tokenize_once(value).tokens)
-    missing = []
+    missing: list[str] = []
+    positions: list[list[int]] = []
     for token in value_tokens:
         if token.kind == NUMBER:
             numbers = _as_numbers(token.text)
             if not any(math.isclose(n, q, abs_tol=1e-9) for n in numbers for q in quote_numbers):
                 missing.append(token.text)
+                continue
+            found = [i for i, other in enumerate(all_quote) if other.kind == NUMBER and _same_number(numbers, other)]
+            found = found or [0]  # written across tokens ("12 500"): in the quote, its place unknown
         elif token.kind == SYMBOL:
-            if not any(other.kind == SYMBOL and other.text == token.text for other in quote_tokens):
-                missing.append(token.text)
-        elif not any(other.kind == WORD and _same_word(token.text, other.text) for other in quote_tokens):
+            found = [i for i, other in enumerate(all_quote) if other.kind == SYMBOL and other.text == token.text]
+        else:
+            found = [i for i, o in enumerate(all_quote) if o.kind == WORD and _same_word(token.text, o.text)]
+        if not found:
             missing.append(token.text)
-    if not missing and not value_negated and value_tokens:
+        else:
+            positions.append(found)
+    if missing:
+        return missing
+    written = [t for t in tokenize_once(value).tokens if t.kind != BOUNDARY]
+    if positions and _window(positions) > len(written) + _SLACK:
+        return [f"(its words are scattered through the quote: {' '.join(t.text for t in value_tokens)})"]
+    quote_content = [token for token in all_quote if token.kind in (WORD, NUMBER)]
+    only = value_tokens[0]
+    if (
+        len(value_tokens) == 1
+        and only.kind == WORD
+        and not _is_code(only, value)  # an abbreviation (BMI, IQR) is specific
+        and (len(only.text) < 4 or only.text in COMMON_WORDS)
+        and len(quote_content) > _SHORT_QUOTE
+    ):
+        return [f"(a single common word of a long quote: {only.text!r})"]
+    if not value_negated:
         first = next((i for i, t in enumerate(all_quote) if t.text == value_tokens[0].text), None)
         if first is not None and any(is_negation(t.text) for t in all_quote[max(0, first - 3) : first]):
             missing.append(f"(negated in the quote: {' '.join(t.text for t in all_quote[max(0, first - 3) : first])})")
     return missing
+
+
+def _phrase_in(phrase: str, quote: str) -> bool:
+    """Whether ``phrase`` is written in ``quote`` as a run of whole words — with its case where the case carries
+    meaning (``OR`` is the odds ratio, "or" a conjunction)."""
+    wanted = [t for t in tokenize_once(phrase).tokens if t.kind != BOUNDARY]
+    view = tokenize_once(quote)
+    tokens = [t for t in view.tokens if t.kind != BOUNDARY]
+    if not wanted:
+        return False
+    for first in range(len(tokens) - len(wanted) + 1):
+        window = tokens[first : first + len(wanted)]
+        if all(_label_token_matches(w, phrase, t, quote) for w, t in zip(wanted, window, strict=True)):
+            return True
+    return False
+
+
+def _label_token_matches(wanted: Token, phrase: str, token: Token, quote: str) -> bool:
+    if wanted.kind != token.kind:
+        return False
+    if _is_code(wanted, phrase):
+        return quote[token.start : token.end] == phrase[wanted.start : wanted.end]
+    return wanted.text == token.text or (wanted.kind == WORD and _same_word(wanted.text, token.text))
+
+
+def label_supported(label: str, quote: str, synonyms: list[str] | None = None) -> bool:
+    """A label (an enum option, a short code) is supported by its own words — whole, in order, with their case where
+    it carries meaning — or by a synonym the template agrees for it; a label with no content by nothing."""
+    if not has_content(label):
+        return False
+    return any(_phrase_in(option, quote) for option in [label, *(synonyms or [])] if has_content(option))
 
 
 def _date_supported(value: str, quote: str) -> bool:
@@ -158,28 +264,87 @@ def _date_supported(value: str, quote: str) -> bool:
     return has_year and has_month and has_day
 
 
-def value_support(value: object, quote: str, field_type: str, synonyms: dict[str, list[str]] | None = None) -> str:
-    """Why ``quote`` does not support ``value`` (empty when it does). Booleans are not checked: a quote says yes or
-    no in too many ways."""
-    if isinstance(value, bool) or field_type == "boolean":
-        return ""
+@dataclass(frozen=True, slots=True)
+class Support:
+    """Whether a quote supports a value: ``problem`` says why not (empty when it does), ``cap`` is the best tier the
+    field can then have — ``approximate`` (a person looks) or ``unverified`` (nothing supports it)."""
+
+    problem: str = ""
+    cap: str = "verified"
+
+
+_KIND_OF = {"integer": "number", "enum": "label", "string": "text", "list": "text"}
+
+
+def support_of(value: object, quote: str, kind: str, synonyms: dict[str, list[str]] | None = None) -> Support:
+    """How ``quote`` supports ``value`` for a field of this value kind (``TemplateField.kind``; a field type is read
+    as its kind). Booleans are not checked: a quote says yes or no in too many ways."""
+    kind = _KIND_OF.get(kind, kind)
+    if isinstance(value, bool) or kind == "boolean":
+        return Support()
     if isinstance(value, int | float):
         if number_in_quote(float(value), quote):
-            return ""
-        return f"value not in its quote: {value:g} is not written in the quote"
+            return Support()
+        return Support(f"value not in its quote: {value:g} is not written in the quote", "unverified")
     if isinstance(value, list):
-        problems = [value_support(item, quote, "string") for item in value]
-        return "; ".join(problem for problem in problems if problem)
+        problems = [support_of(item, quote, "text") for item in value]
+        if not value or all(not has_content(str(item)) for item in value):
+            return Support("value has no content", "unverified")
+        worst = "unverified" if any(p.cap == "unverified" for p in problems) else "approximate"
+        said = "; ".join(p.problem for p in problems if p.problem)
+        return Support(said, worst) if said else Support()
     text = str(value)
-    if field_type == "enum":
-        options = [text, *((synonyms or {}).get(text, []))]
-        if any(not text_supported(option, quote) for option in options):
-            return ""
-        agreed = f" (nor its agreed synonyms: {', '.join(options[1:])})" if len(options) > 1 else ""
-        return f"value not in its quote: the quote does not say {text!r}{agreed}"
-    if field_type == "date" and re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", text):
-        return "" if _date_supported(text, quote) else f"value not in its quote: the date {text} is not in the quote"
+    if not has_content(text):
+        return Support("value has no content: only stop-words, punctuation or markup", "unverified")
+    if kind == "number":  # a number field answered with text ("12.5 (3.1)"): every number must be in the quote
+        numbers = numbers_in(text)
+        if numbers and all(number_in_quote(number, quote) for number in numbers):
+            return Support()
+        return Support(f"value not in its quote: {text!r} is not a number written in the quote", "unverified")
+    quote = str(clean_value(quote))  # words compare without footnote marks ("Valois<sup>1</sup>"); numbers never do
+    if kind == "judgment":
+        return Support(
+            f"a judgment ({text!r}): its quote is evidence for it, not the judgment itself — a person decides",
+            "approximate",
+        )
+    if kind == "label":
+        options = (synonyms or {}).get(text, [])
+        if label_supported(text, quote, options):
+            return Support()
+        agreed = f" (nor its agreed synonyms: {', '.join(options)})" if options else ""
+        return Support(f"value not in its quote: the quote does not say {text!r}{agreed}", "approximate")
+    if kind == "date" and re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", text):
+        if _date_supported(text, quote):
+            return Support()
+        return Support(f"value not in its quote: the date {text} is not in the quote", "approximate")
     missing = text_supported(text, quote)
     if not missing:
-        return ""
-    return f"value not in its quote: {', '.join(repr(word) for word in missing[:5])} not in the quote"
+        return Support()
+    return Support(
+        f"value not in its quote: {', '.join(repr(word) for word in missing[:5])} not in the quote", "approximate"
+    )
+
+
+def value_support(value: object, quote: str, kind: str, synonyms: dict[str, list[str]] | None = None) -> str:
+    """Why ``quote`` does not support ``value`` (empty when it does); see ``support_of``."""
+    return support_of(value, quote, kind, synonyms).problem
+
+
+_FOOTNOTE_TAG = re.compile(r"<(sup|sub)>\s*[\d,*†‡§¶#a-z\s–-]{0,12}\s*</\1>", re.IGNORECASE)
+_TAG = re.compile(r"</?[a-zA-Z][^<>]{0,200}>")
+_EMPHASIS = re.compile(r"\*\*|__|`+|(?<!\w)[*_](?=\w)|(?<=\w)[*_](?!\w)")
+_SPACES = re.compile(r"\s+")
+
+
+def clean_value(value: object) -> object:
+    """A text value without the markup a model copies from the markdown (``<sup>1</sup>`` footnote marks, tags,
+    ``**bold**``, ``_italic_``, backticks) and with its spacing made plain; other values as they are."""
+    if isinstance(value, list):
+        return [clean_value(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    text = _FOOTNOTE_TAG.sub("", value)
+    text = _TAG.sub(" ", text)
+    text = _EMPHASIS.sub("", text)
+    text = text.lstrip("#> ")
+    return _SPACES.sub(" ", text).strip()

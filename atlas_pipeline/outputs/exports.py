@@ -217,15 +217,17 @@ def fields_frame(states: list[DocumentState]) -> pl.DataFrame:
 
 
 def extractions_frame(fields: pl.DataFrame) -> pl.DataFrame:
-    """Wide: one row per document, a value column (the model's) and a tier column per field (template order)."""
+    """Wide: one row per document and, per field (template order), its final value — accepted by the team's policy,
+    approved, corrected or added; empty while nobody accepted it —, the model's value (``__model``) and its tier."""
     if fields.is_empty():
         return pl.DataFrame(schema={"document_key": pl.String})
     order = list(dict.fromkeys(fields["field"].to_list()))
-    values = fields.pivot(on="field", index="document_key", values="model_value", aggregate_function="first")
-    tiers = fields.pivot(on="field", index="document_key", values="tier", aggregate_function="first")
-    tiers = tiers.rename({name: f"{name}__tier" for name in order})
-    wide = values.join(tiers, on="document_key", how="left")
-    columns = ["document_key"] + [column for name in order for column in (name, f"{name}__tier")]
+    wide = None
+    for source, suffix in (("final_value", ""), ("model_value", "__model"), ("tier", "__tier")):
+        part = fields.pivot(on="field", index="document_key", values=source, aggregate_function="first")
+        part = part.rename({name: f"{name}{suffix}" for name in order if name in part.columns})
+        wide = part if wide is None else wide.join(part, on="document_key", how="left")
+    columns = ["document_key"] + [f"{name}{suffix}" for name in order for suffix in ("", "__model", "__tier")]
     return wide.select(columns)
 
 
@@ -268,12 +270,15 @@ def _typed(value: object, field: TemplateField) -> object:
 def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFrame:
     """One row per document × entry of a repeating group (``outcomes``: one per outcome × comparison × time point),
     columns named as a meta-analyst expects (``events_intervention``, ``mean_comparator``, …). Each field's column
-    holds the value to use — a reviewer's correction or addition when there is one, nothing when a reviewer rejected
-    it, else the model's value — with ``<field>__provenance`` (who stands behind it), ``__tier``, ``__quote`` and
-    ``__page``. An entry a reviewer rejected field by field (deleted) is left out; one a reviewer added is in."""
+    holds only a *final* value — the model's, when the team's policy accepts its tier or a reviewer approved it, a
+    reviewer's correction or addition —, and nothing while nobody has accepted it or after a reviewer rejected it: a
+    meta-analysis reading these columns never meets a number nobody stands behind. Beside it ``<field>__model`` (the
+    model's value, accepted or not), ``__provenance`` (who stands behind the final value), ``__tier``, ``__quote``
+    and ``__page``. An entry a reviewer rejected field by field (deleted) is left out; one a reviewer added is in."""
     schema: dict[str, pl.DataType] = {"document_key": pl.String, "status": pl.String, "entry": pl.Int64}
     for field in group.fields:
         schema[field.name] = _POLARS_TYPES.get(field.type, pl.String)
+        schema[f"{field.name}__model"] = _POLARS_TYPES.get(field.type, pl.String)
         for suffix in ("provenance", "tier", "quote"):
             schema[f"{field.name}__{suffix}"] = pl.String
         schema[f"{field.name}__page"] = pl.Int64
@@ -292,10 +297,8 @@ def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFr
                 (state.key, entry), {"document_key": state.key, "status": state.status.value, "entry": entry}
             )
             final = review.fields.get(name) if review else None
-            value = extracted.get("value")
-            if final is not None and final.provenance in ("reviewer_corrected", "reviewer_added", "rejected"):
-                value = final.final_value
-            row[bare] = _typed(value, field)
+            row[bare] = _typed(final.final_value, field) if final is not None and final.decided else None
+            row[f"{bare}__model"] = _typed(extracted.get("value"), field)
             row[f"{bare}__provenance"] = final.provenance if final else "awaiting_review"
             row[f"{bare}__tier"] = extracted.get("tier")
             row[f"{bare}__quote"] = (final.corrected_quote if final else None) or extracted.get("quote")
