@@ -2,7 +2,11 @@
 
 ``POST /v1/chat/completions`` answers with the next scripted step, or the default step when the script is used up:
 ``{"status": 200, "content": "..."}`` a completion; ``{"status": 429|500|401|400, "message": "..."}`` an API error;
-``{"delay": 3}`` waits first (timeouts); ``{"drop": true}`` closes the connection without an answer.
+``{"delay": 3}`` waits first (timeouts); ``{"drop": true}`` closes the connection without an answer;
+``{"answer": {...}}`` answers like a model that knows the whole answer: only the fields the request's schema asks
+for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
+``"max_tokens": true`` on a step makes the server honour the request's ``max_tokens`` as a real one does: a longer
+answer (characters ÷ 4) is cut there with ``finish_reason: "length"``.
 ``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests;
 ``GET /_requests`` returns the request bodies received since.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,6 +80,12 @@ class Handler(BaseHTTPRequestHandler):
             self._send(status, error, step.get("headers"))
             return
         content = step.get("content", "")
+        if "answer" in step:
+            content = json.dumps(_asked_for(step["answer"], body))
+        finish = "stop"
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        if step.get("max_tokens") and limit and len(content) // 4 > int(limit):
+            content, finish = content[: int(limit) * 4], "length"
         prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
         self._send(
             200,
@@ -84,7 +95,7 @@ class Handler(BaseHTTPRequestHandler):
                 "created": int(time.time()),
                 "model": body.get("model", "scripted"),
                 "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
                 ],
                 "usage": {
                     "prompt_tokens": prompt_chars // 4,
@@ -93,6 +104,23 @@ class Handler(BaseHTTPRequestHandler):
                 },
             },
         )
+
+
+def _asked_for(answer: dict, body: dict) -> dict:
+    """The part of a whole answer that a request asks for: the fields of its schema, and a page of a group."""
+    form = body.get("response_format") or {}
+    schema = (form.get("json_schema") or {}).get("schema") or form.get("schema") or {}
+    wanted = schema.get("properties") or answer
+    asked = {name: value for name, value in answer.items() if name in wanted}
+    prompt = (body.get("messages") or [{}])[-1].get("content") or ""
+    page = re.search(r"at most (\d+) in this answer", prompt)
+    if page:
+        given = re.search(r"Entries already given \((\d+)\)", prompt)
+        start = int(given.group(1)) if given else 0
+        for name, value in asked.items():
+            if isinstance(value, list):
+                asked[name] = value[start : start + int(page.group(1))]
+    return asked
 
 
 def main() -> None:

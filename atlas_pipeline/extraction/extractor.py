@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from atlas_pipeline.extraction.llm import LLMClient, LLMError, Usage
-from atlas_pipeline.extraction.prompt import PromptSources, build_messages
+from atlas_pipeline.extraction.llm import LLMAnswerCutError, LLMClient, LLMError, Usage
+from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.extraction.templates import Template, TemplateModule, entry_field_name, entry_field_parts
@@ -53,6 +53,7 @@ class ExtractionOutcome:
     reason: str
     violations: list[Violation] = field(default_factory=list)
     tables_sent: int = 0  # table HTMLs sent over all calls (each chunk gets the tables of its pages)
+    answer_parts: list[str] = field(default_factory=list)  # what was asked in how many requests, when it was split
 
 
 def chunk_spans(text: str, size: int, overlap: int, max_chunks: int) -> list[tuple[int, int]]:
@@ -190,6 +191,137 @@ def _merge_entries(
     return fields
 
 
+PAGE_ENTRIES = 8  # entries of a group asked for per request once the group alone does not fit in one answer
+
+
+@dataclass
+class _Asker:
+    """Asks the endpoint for (a part of) the template about one text, adding up what every request cost and saying
+    what was asked."""
+
+    client: LLMClient
+    rule: Rule
+    text: str
+    tables_html: list[str]
+    sources: PromptSources | None
+    part: tuple[int, int] | None
+    usage: Usage
+    asked: list[str] = field(default_factory=list)
+
+    def ask(self, template: Template, instruction: str = "") -> dict[str, Any]:
+        schema = json_schema(template)
+        messages = build_messages(
+            template,
+            self.text,
+            self.tables_html,
+            self.rule.custom_instructions,
+            schema=schema,
+            part=self.part,
+            sources=self.sources,
+            instruction=instruction,
+        )
+        try:
+            answer = self.client.complete(messages, schema, answer_model(template))
+        except LLMError as error:
+            self.usage.add(error.usage)
+            error.usage = Usage()
+            raise
+        self.usage.add(answer.usage)
+        return answer.data
+
+
+def _answer_that_fits(asker: _Asker, template: Template) -> dict[str, Any]:
+    """The answer for the whole template — asked in one request, or, when the endpoint cuts that answer at its
+    ``max_tokens``, in parts that each fit: the single fields together, then module by module, and each repeating
+    group on its own, in pages of entries continued until the report has no more."""
+    try:
+        return asker.ask(template)
+    except LLMAnswerCutError:
+        limit = asker.client.config.max_tokens
+        asker.asked.append(f"the whole template did not fit in one answer ({limit} tokens)")
+    data: dict[str, Any] = {}
+    singles = [module.name for module in template.modules if not module.repeating]
+    if singles:
+        data.update(_single_fields(asker, template, singles))
+    for group in template.groups:
+        data[group.name] = _entries(asker, template, group)
+    return data
+
+
+def _single_fields(asker: _Asker, template: Template, modules: list[str]) -> dict[str, Any]:
+    try:
+        data = asker.ask(template.subset(modules))
+    except LLMAnswerCutError:
+        if len(modules) == 1:
+            limit = asker.client.config.max_tokens
+            raise LLMAnswerCutError(
+                f"the answer for module {modules[0]!r} alone does not fit in ATLAS_LLM_MAX_TOKENS={limit} tokens: "
+                "raise ATLAS_LLM_MAX_TOKENS (the model's output limit allowing)"
+            ) from None
+        data = {}
+        for module in modules:
+            data.update(_single_fields(asker, template, [module]))
+        return data
+    asker.asked.append(f"{', '.join(modules)}: one request")
+    return data
+
+
+def _entries(asker: _Asker, template: Template, group: TemplateModule) -> list[dict[str, Any]]:
+    """A group's entries in as many requests as they need: all at once, else pages of at most ``PAGE_ENTRIES``
+    (halved while one page does not fit), each asking for the entries after those already given."""
+    alone = template.subset([group.name])
+    try:
+        entries = [entry for entry in asker.ask(alone).get(group.name) or [] if isinstance(entry, dict)]
+        asker.asked.append(f"{group.name}: one request")
+        return entries
+    except LLMAnswerCutError:
+        pass
+    entries: list[dict[str, Any]] = []
+    seen: set[tuple[str, ...]] = set()
+    size, pages = PAGE_ENTRIES, 0
+    while len(entries) < group.max_entries:
+        try:
+            page = asker.ask(alone, _next_entries(group, entries, size)).get(group.name) or []
+        except LLMAnswerCutError:
+            if size == 1:
+                limit = asker.client.config.max_tokens
+                raise LLMAnswerCutError(
+                    f"one entry of {group.name!r} does not fit in ATLAS_LLM_MAX_TOKENS={limit} tokens"
+                ) from None
+            size = max(1, size // 2)
+            continue
+        pages += 1
+        fresh = []
+        for entry in [entry for entry in page if isinstance(entry, dict)][:size]:
+            identity = tuple(_identity_part((entry.get(name) or {}).get("value")) for name in group.identity)
+            if identity not in seen:
+                seen.add(identity)
+                fresh.append(entry)
+        entries += fresh
+        if len(page) < size or not fresh:
+            break
+    asker.asked.append(f"{group.name}: {len(entries)} entries in {pages} request(s) of at most {size}")
+    return entries
+
+
+def _next_entries(group: TemplateModule, given: list[dict[str, Any]], size: int) -> str:
+    """What a page request asks: at most ``size`` entries of the group, after the ones already given."""
+    lines = [
+        f"This request asks only for the {group.name!r} entries, at most {size} in this answer, in the order the "
+        "document gives them."
+    ]
+    if given:
+        described = []
+        for number, entry in enumerate(given, 1):
+            parts = [f"{name}={(entry.get(name) or {}).get('value')!r}" for name in group.identity]
+            described.append(f"{number}. " + ", ".join(parts))
+        lines.append(
+            f"Entries already given ({len(given)}): do not repeat them; give the next ones after them, or an empty "
+            "list when the document has no more:\n" + neutralise("\n".join(described))
+        )
+    return "\n".join(lines)
+
+
 def extract_with_llm(
     client: LLMClient,
     template: Template,
@@ -200,8 +332,6 @@ def extract_with_llm(
 ) -> ExtractionOutcome:
     """Run the rule's strategy and grade every field against the markdown and the tables (``sources``: who made
     them, as the prompt names them)."""
-    schema = json_schema(template)
-    model = answer_model(template)
     scope = EvidenceScope(markdown, tables)
     strategy = rule.strategy
     if strategy == "auto":
@@ -216,25 +346,27 @@ def extract_with_llm(
     modules = {f.name: module.name for module in template.modules for f in module.fields}
     group_entries: dict[str, list[tuple[int, list[dict[str, FieldResult]]]]] = {g.name: [] for g in template.groups}
     left_out: dict[str, int] = {}
+    answer_parts: list[str] = []
     for index, (start, end) in enumerate(spans, 1):
         part = (index, len(spans)) if len(spans) > 1 else None
         html = [table.html for table in chunk_tables[index - 1]]
-        messages = build_messages(
-            template, markdown[start:end], html, rule.custom_instructions, schema=schema, part=part, sources=sources
-        )
+        asker = _Asker(client, rule, markdown[start:end], html, sources, part, usage)
         try:
-            answer = client.complete(messages, schema, model)
-        except LLMError as error:  # the chunks before this one cost something too
-            error.usage.add(usage)
+            data = _answer_that_fits(asker, template)
+        except LLMError as error:  # what every request so far cost, the chunks before this one included
+            error.usage = usage
+            if isinstance(error, LLMAnswerCutError) and asker.asked:
+                error.reason += f" (asked: {'; '.join(asker.asked)})"
             raise
-        usage.add(answer.usage)
+        if asker.asked:
+            answer_parts += [f"part {index}: {what}" if part else what for what in asker.asked]
         for item in template.fields:
             # absent from the answer → None (not answered); an explicit null → {} (not reported)
-            given = (answer.data[item.name] or {}) if item.name in answer.data else None
+            given = (data[item.name] or {}) if item.name in data else None
             graded = grade_field(item.name, item.type, modules[item.name], given, scope, item.synonyms, item.kind)
             candidates[item.name].append((index, graded))
         for group in template.groups:
-            entries, extra = _grade_entries(group, answer.data.get(group.name), scope)
+            entries, extra = _grade_entries(group, data.get(group.name), scope)
             group_entries[group.name].append((index, entries))
             if extra:
                 left_out[group.name] = left_out.get(group.name, 0) + extra
@@ -255,6 +387,8 @@ def extract_with_llm(
     for group_name, extra in left_out.items():
         cap = next(g.max_entries for g in template.groups if g.name == group_name)
         reason += f"; {group_name}: {extra} more entries given than its cap of {cap} (left out)"
+    if answer_parts:
+        reason += f"; the answer did not fit in one request ({client.config.max_tokens} tokens): asked in parts"
     return ExtractionOutcome(
         fields=fields,
         usage=usage,
@@ -265,4 +399,5 @@ def extract_with_llm(
         reason=reason,
         violations=violations,
         tables_sent=sum(len(group) for group in chunk_tables),
+        answer_parts=answer_parts,
     )

@@ -7,7 +7,9 @@
   structured-output fallback below must happen in the same loop.
 - Permanent errors (401, 403, 404, other 4xx) fail at once with a clear message — no retry.
 - ``json_schema`` structured output falls back to ``json_object`` when the server rejects it.
-- A reply that is not valid JSON (or does not fit the schema) gets exactly one repair request.
+- A reply that is not valid JSON (or does not fit the schema) gets exactly one repair request — but an answer the
+  endpoint cut at ``max_tokens`` (``finish_reason: "length"``) is no invalid JSON: it raises ``LLMAnswerCutError``
+  at once, and the extractor asks for less at a time (``extraction.extractor``).
 - Replies are cached by hash of (model, messages, schema): asking the same again costs no call (the entry keeps the
   tokens the answer cost, so a record made from the cache still says what its extraction cost).
 The API key is only handed to the ``openai`` client; it is never logged, cached or put in an error message.
@@ -61,6 +63,11 @@ class LLMTransientError(LLMError):
 
 class LLMResponseError(LLMError):
     """The reply was not valid JSON for the schema, even after one repair request."""
+
+
+class LLMAnswerCutError(LLMError):
+    """The endpoint stopped the answer at ``max_tokens`` (``finish_reason: "length"``): the question was too big for
+    one answer, so it must be asked in parts."""
 
 
 @dataclass
@@ -161,6 +168,7 @@ class LLMClient:
 
     # -- one HTTP call with retries ---------------------------------------------------------------------------
     def _call(self, messages: list[dict[str, str]], schema: dict, usage: Usage) -> str:
+        """The answer's text; an answer cut at ``max_tokens`` raises ``LLMAnswerCutError``."""
         attempt = 0
         while True:
             usage.calls += 1  # every request sent counts, answered or not
@@ -190,6 +198,10 @@ class LLMClient:
                 usage.completion_tokens += response.usage.completion_tokens or 0
             if not response.choices:
                 raise LLMResponseError("LLM reply had no choices")
+            if response.choices[0].finish_reason == "length":
+                raise LLMAnswerCutError(
+                    f"the answer was cut at ATLAS_LLM_MAX_TOKENS={self.config.max_tokens} tokens (finish_reason length)"
+                )
             return response.choices[0].message.content or ""
 
     def _permanent(self, error: openai.APIStatusError) -> LLMPermanentError:

@@ -89,6 +89,7 @@ class LLMPostprocessor(Postprocessor):
         record.status, record.completeness = outcome.status, outcome.completeness
         record.violations = [violation.model_dump() for violation in outcome.violations]
         record.strategy, record.chunks = outcome.strategy, outcome.chunks
+        record.answer_parts = outcome.answer_parts
         record.llm_calls, record.llm_cache_hits = outcome.usage.calls, outcome.usage.cache_hits
         record.prompt_tokens, record.completion_tokens = outcome.usage.prompt_tokens, outcome.usage.completion_tokens
         record.unverified_fields = sum(1 for result in outcome.fields.values() if result.needs_review)
@@ -102,6 +103,7 @@ class LLMPostprocessor(Postprocessor):
             "parser": {"fingerprint": inputs.parse.parser, "provider": inputs.parse.provider or "local"},
             "strategy": outcome.strategy,
             "chunks": outcome.chunks,
+            "answer_parts": outcome.answer_parts,
             "extraction_version": inputs.version.tag,
             "status": record.status.value,
             "completeness": outcome.completeness,

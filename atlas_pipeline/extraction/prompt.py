@@ -166,8 +166,10 @@ def build_messages(
     schema: dict | None = None,
     part: tuple[int, int] | None = None,
     sources: PromptSources | None = None,
+    instruction: str = "",
 ) -> list[dict[str, str]]:
-    """Chat messages for one extraction call (``part`` = (index, total) for a chunk of a long document)."""
+    """Chat messages for one extraction call (``part`` = (index, total) for a chunk of a long document;
+    ``instruction``: the extractor's own words on what this request asks, e.g. the next entries of a group)."""
     if custom_instructions.strip():
         AUDIT.info("custom extraction instructions (raw): %s", json.dumps(custom_instructions))
     sections = [f"Fields to extract (template {template.code} v{template.version}):\n{field_guide(template)}"]
@@ -176,6 +178,8 @@ def build_messages(
             f"This is part {part[0]} of {part[1]} of a long document: extract what this part states; "
             "fields it does not state are null."
         )
+    if instruction:
+        sections.append(instruction)
     sources = sources or PromptSources()
     sections.append(f'<{FULL_TEXT_TAG} source="{sources.text}">\n{neutralise(markdown)}\n</{FULL_TEXT_TAG}>')
     if tables_html:

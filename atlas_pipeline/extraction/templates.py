@@ -143,6 +143,12 @@ class Template(BaseModel):
                         return field
         return None
 
+    def subset(self, module_names: list[str]) -> Template:
+        """The template asking for these modules only (an answer too long for one request is asked in parts); its
+        checks are left to the whole template, which grades the merged answer."""
+        modules = [module for module in self.modules if module.name in module_names]
+        return self.model_copy(update={"modules": modules, "checks": []})
+
     @property
     def content_hash(self) -> str:
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)

@@ -49,7 +49,7 @@ _COMMON_TEXT = (
 )
 COMMON_WORDS = frozenset(_COMMON_TEXT.split())
 _SHORT_QUOTE = 6  # content words: a quote this short is about its value
-_SLACK = 2  # tokens a quote may put between a text value's words ("White Grape Juice (WGJ)", "2005 Valois")
+_SLACK = 4  # beyond two tokens a word, what a quote may put between a text value's words ("Singh and … (2016)")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _GROUP_SPACE = re.compile(r"[ \u00a0\u2009\u202f]")
 _MONTH_TEXT = "january february march april may june july august september october november december"
@@ -198,8 +198,7 @@ def text_supported(value: str, quote: str) -> list[str]:
             positions.append(found)
     if missing:
         return missing
-    written = [t for t in tokenize_once(value).tokens if t.kind != BOUNDARY]
-    if positions and _window(positions) > len(written) + _SLACK:
+    if positions and _window(positions) > 2 * len(value_tokens) + _SLACK:
         return [f"(its words are scattered through the quote: {' '.join(t.text for t in value_tokens)})"]
     quote_content = [token for token in all_quote if token.kind in (WORD, NUMBER)]
     only = value_tokens[0]

@@ -107,6 +107,7 @@ class ExtractionRecord(BaseModel):
     fields: dict[str, Any] = Field(default_factory=dict)
     strategy: str = ""
     chunks: int = 0
+    answer_parts: list[str] = Field(default_factory=list)  # an answer too long for one request: what was asked how
     llm_model: str = ""
     llm_calls: int = 0
     llm_cache_hits: int = 0
