@@ -85,6 +85,10 @@ def test_a_cut_answer_is_asked_again_in_parts_and_every_entry_is_kept(llm_server
     page_prompts = [r["messages"][-1]["content"] for r in requests if "in this answer" in r["messages"][-1]["content"]]
     assert any("Entries already given (" in prompt for prompt in page_prompts)
     assert record.llm_calls == len(requests) and record.completion_tokens > whole_tokens
+    # again: every request, the cut ones included, is answered from the cache — no call, the same values
+    again = extract(max_tokens=600)
+    assert len(llm_server.requests()) == len(requests) and again.llm_calls == 0
+    assert again.llm_cache_hits == len(requests) and again.fields == record.fields
 
 
 def test_an_answer_that_cannot_fit_even_in_parts_fails_saying_so(llm_server, extract):

@@ -142,6 +142,20 @@ def test_such_a_document_is_neither_done_nor_approved_and_its_outcome_data_hold_
     assert review.fields["funding_source"].provenance == "awaiting_review"
     assert review.fields["outcomes[3].effect_measure"].provenance == "awaiting_review"
     assert review.fields["treatment_name"].provenance == "model_verified"
+    expected = {  # field: (tier, final value) — only what the policy accepts has a final value
+        "study_id": ("verified", "Singh 2016"),  # markup cleaned
+        "treatment_name": ("verified", "metformin"),
+        "n_treatment": ("verified", 21),
+        "outcomes[1].effect_measure": ("verified", "OR"),  # the abbreviation with its token
+        "outcomes[1].effect_estimate": ("verified", 5.2),
+        "funding_source": ("unverified", None),  # punctuation only
+        "control_name": ("approximate", None),  # from the reference list
+        "rob_randomization": ("approximate", None),  # a judgment out of context
+        "outcomes[2].effect_measure": ("approximate", None),  # the abbreviation without its token
+        "outcomes[3].effect_measure": ("unverified", None),  # the stop-word "or"
+        "outcomes[1].events_intervention": ("unverified", None),  # a wrong count
+    }
+    assert {name: (record.fields[name]["tier"], review.fields[name].final_value) for name in expected} == expected
 
     outcomes = pl.read_parquet(exports / "atlas_outcomes.parquet").filter(pl.col("document_key") == KEY)
     first = outcomes.filter(pl.col("entry") == 1).row(0, named=True)

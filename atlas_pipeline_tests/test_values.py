@@ -154,3 +154,21 @@ def test_chunks_giving_different_values_are_a_conflict_whatever_their_tiers():
     assert kept.value == 30 and kept.flags == [
         "chunks disagree on n_treatment: chunk 1: 30 (verified), chunk 2: 31 (unverified)"
     ]
+
+
+def test_meaning_is_kept_by_labels_text_and_cleaning():
+    measures = {"MD": ["mean difference"], "SMD": ["standardized mean difference"], "OR": ["odds ratio"]}
+    smd = "The standardized mean difference was 0.4"
+    assert support_of("MD", smd, "label", measures).problem and not support_of("SMD", smd, "label", measures).problem
+    assert support_of("OR", "DEATH OR DISABILITY AT 6 MONTHS", "label", measures).problem  # a heading in capitals
+    assert support_of("OR", "no odds ratio was computed", "label", measures).problem
+    assert not support_of("double blind", "a double-blind trial", "label").problem
+    assert support_of("difference was significant", "The difference was not significant.", "text").problem
+    assert support_of("≥ 65 years", "patients aged < 65 years", "text").problem
+    assert not support_of("12,500 participants", "a total of 12 500 participants were enrolled", "text").problem
+    for value in (["low"], True, "high"):
+        assert support_of(value, "Risk of bias was low", "judgment").cap == "approximate"
+    assert clean_value("HbA<sub>1c</sub>") == "HbA1c" and clean_value("BMI 30 kg/m<sup>2</sup>") == "BMI 30 kg/m2"
+    assert clean_value("1.5 × 10<sup>9</sup>/L") == "1.5 × 10^9/L" and clean_value("Mean<sup>a</sup>") == "Mean"
+    for kept in ("bilirubin <ULN and ALT >2.5 × ULN", "> 65 years", "≥ 18"):
+        assert clean_value(kept) == kept

@@ -294,10 +294,11 @@ def _entries(asker: _Asker, template: Template, group: TemplateModule) -> list[d
         fresh = []
         for entry in [entry for entry in page if isinstance(entry, dict)][:size]:
             identity = tuple(_identity_part((entry.get(name) or {}).get("value")) for name in group.identity)
-            if identity not in seen:
-                seen.add(identity)
-                fresh.append(entry)
-        entries += fresh
+            if any(identity) and identity in seen:
+                continue  # given on an earlier page again (two entries of one page with one identity stay two)
+            fresh.append((identity, entry))
+        seen.update(identity for identity, _ in fresh)
+        entries += [entry for _, entry in fresh]
         if len(page) < size or not fresh:
             break
     asker.asked.append(f"{group.name}: {len(entries)} entries in {pages} request(s) of at most {size}")

@@ -271,10 +271,22 @@ class LLMClient:
                     prompt_tokens=int(spent.get("prompt_tokens", 0)),
                     completion_tokens=int(spent.get("completion_tokens", 0)),
                 )
-                return LLMAnswer(data=cached["data"], usage=usage, cached=True)
+                if cached.get("cut") and int(cached.get("max_tokens", 0)) >= self.config.max_tokens:
+                    error = LLMAnswerCutError(cached["cut"])  # cut before at this limit or a higher one: no call now
+                    error.usage = usage
+                    raise error
+                if not cached.get("cut"):
+                    return LLMAnswer(data=cached["data"], usage=usage, cached=True)
         usage = Usage()
         try:
             return self._complete(messages, schema, model, key, usage)
+        except LLMAnswerCutError as error:
+            if self.cache is not None:  # the same request would be cut again: remember it, and what it cost
+                spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+                entry = {"model": self.config.model, "cut": error.reason, "max_tokens": self.config.max_tokens}
+                self.cache.write_json(llm_cache_path(key), {**entry, "usage": spent})
+            error.usage.add(usage)
+            raise
         except LLMError as error:
             error.usage.add(usage)
             raise

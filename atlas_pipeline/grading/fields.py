@@ -24,6 +24,7 @@ reason.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -147,6 +148,9 @@ def apply_plausibility(fields_of: dict[str, Any], fields: dict[str, FieldResult]
         if definition.pattern and not isinstance(value, bool) and not re.fullmatch(definition.pattern, str(value)):
             message = f"{name}: {value!r} does not match the pattern the template declares ({definition.pattern})"
         number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        if number is None and definition.type in ("integer", "number") and isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value.replace(",", ""))
         unit = f" {definition.unit}" if definition.unit else ""
         if number is not None and definition.minimum is not None and number < definition.minimum:
             message = f"{name}: {number:g} is below the plausible minimum {definition.minimum:g}{unit}"

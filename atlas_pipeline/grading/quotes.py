@@ -148,7 +148,9 @@ _CAPTION = re.compile(
 _FOOTNOTE = re.compile(r"^(>\s|<sup>|[†‡§¶]|\*(?![*\s])|\[\^)")
 _PICTURE = re.compile(r"^(<!--\s*(start of picture text|page\s+\d+)|!\[|<table|<img)", re.IGNORECASE)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
-_FIGURE_LINE_WORDS = 8  # a line of figure material (axis ticks, labels, a legend) is short
+_FIGURE_LABEL_WORDS = 6  # a line of figure material (an axis label, a legend entry) has a few words, or is numbers
+_FUNCTION_TEXT = "a an the of and or in on at to for with by from as than that which who was were is are but"
+_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
 _SENTENCE_END = re.compile(r"[.!?:;][\s*_)\]]*$")
 
 
@@ -454,11 +456,11 @@ def _interruption(doc: TokenizedText, start: int, end: int) -> bool:
     if not blocks:
         return False
     continued = re.match(r"[^\W\d_]", doc.original[end : end + 1]) is not None and doc.original[end].islower()
+    figure = continued and _figure_material(blocks)
     for block in blocks:
         plain = re.sub(r"^[\s*_]+", "", block)
         is_table = all(line.lstrip().startswith("|") for line in block.splitlines() if line.strip())
         furniture = page_break and len(block.split()) <= 15 and not block.lstrip().startswith("#")
-        figure = continued and _figure_material(block)
         if not (
             is_table or furniture or figure or _CAPTION.match(plain) or _FOOTNOTE.match(block) or _PICTURE.match(block)
         ):
@@ -466,19 +468,40 @@ def _interruption(doc: TokenizedText, start: int, end: int) -> bool:
     return True
 
 
-def _figure_material(block: str) -> bool:
-    """Is a block the text of a figure a PDF's column flow put inside a sentence — axis ticks, labels, a legend:
-    short lines, none a sentence, no heading, no negation or comparator a quote could silently skip? Only asked when
-    the text after it goes on with a lower-case word, so the sentence it cuts visibly continues."""
+def _figure_lines(block: str) -> list[tuple[int, int]] | None:
+    """(words, numbers) of each line of a block that reads as a figure's own text — axis ticks, labels, a legend —,
+    or None when it reads as running text: a line of more than a few words that are not numbers, a line that ends
+    in a function word ("in the") or is one part in three of them, a sentence, a heading, a negation or a
+    comparator (which a quote could otherwise silently skip)."""
     lines = [line.strip() for line in block.splitlines() if line.strip()]
     if not lines or lines[0].startswith("#"):
-        return False
+        return None
+    counts = []
     for line in lines:
-        words = line.split()
-        if len(words) > _FIGURE_LINE_WORDS or (len(words) > 3 and _SENTENCE_END.search(line)):
-            return False
-    tokens = tokenize_once(block).tokens
-    return not any(is_negation(t.text) or (t.kind == SYMBOL and t.text in "<>≤≥=≠≮≯") for t in tokens)
+        tokens = [t for t in tokenize_once(line).tokens if t.kind in (WORD, NUMBER)]
+        words = [t.text for t in tokens if t.kind == WORD]
+        numbers = len(tokens) - len(words)
+        function = sum(word in _FUNCTION_WORDS for word in words)
+        if len(words) > _FIGURE_LABEL_WORDS and numbers < len(words):
+            return None
+        if words and ((tokens[-1].kind == WORD and tokens[-1].text in _FUNCTION_WORDS) or 3 * function >= len(words)):
+            return None
+        if _SENTENCE_END.search(line) and len(words) > 3:
+            return None
+        counts.append((len(words), numbers))
+    if any(is_negation(t.text) or (t.kind == SYMBOL and t.text in "<>≤≥=≠≮≯") for t in tokenize_once(block).tokens):
+        return None
+    return counts
+
+
+def _figure_material(blocks: list[str]) -> bool:
+    """Are the blocks between two parts of a quote a figure's own text that a PDF's column flow put inside the
+    sentence? Every block reads as figure text (``_figure_lines``) and one line at least is axis ticks (mostly
+    numbers): a lone word between two parts ("placebo") is never taken for a figure."""
+    counts = [_figure_lines(block) for block in blocks]
+    if any(found is None for found in counts):
+        return False
+    return any(numbers >= 2 and numbers >= words for found in counts for words, numbers in found or [])
 
 
 def _long_enough(doc: TokenizedText, begin: int, end: int) -> bool:

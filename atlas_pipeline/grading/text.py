@@ -35,13 +35,13 @@ UNREADABLE_CHAR = "\ufffd"
 BOUNDARY_CHAR = "\u241e"  # ␞: a hard boundary between two texts of one scope
 
 _PAGE_MARKER = re.compile(r"<!--\s*page\s+(\d+)\s*-->")
-_TAG_NAMES = (
+TAG_NAMES = (
     "a|abbr|b|big|blockquote|body|br|caption|center|cite|code|col|colgroup|dd|del|dfn|div|dl|dt|em|figcaption|"
     "figure|font|h[1-6]|head|hr|html|i|img|ins|kbd|label|li|mark|ol|p|pre|q|s|samp|section|small|span|strike|"
     "strong|sub|sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr"
 )
 # HTML comments (bounded: an unclosed "<!--" costs nothing) and known tags — a "<" before other letters compares
-_MARKUP = re.compile(rf"<!--[^\n]{{0,500}}?-->|</?(?:{_TAG_NAMES})(?:\s[^<>\n]{{0,200}})?/?>", re.IGNORECASE)
+_MARKUP = re.compile(rf"<!--[^\n]{{0,500}}?-->|</?(?:{TAG_NAMES})(?:\s[^<>\n]{{0,200}})?/?>", re.IGNORECASE)
 _SUPERSCRIPT_TAG = re.compile(r"<(sup|sub)(?:\s[^<>\n]{0,100})?>([^<>\n]{0,40})</\1>", re.IGNORECASE)
 # a markdown quote mark (pymupdf4llm writes footnotes as "> …") opens a block; a ">" inside a paragraph compares
 _QUOTE_MARK = re.compile(r"\n[ \t]*\n[ \t]*(>)(?=[ \t])")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from atlas_pipeline.grading.quotes import is_negation
-from atlas_pipeline.grading.text import BOUNDARY, NUMBER, SYMBOL, WORD, Token, tokenize_once
+from atlas_pipeline.grading.text import BOUNDARY, NUMBER, SYMBOL, TAG_NAMES, WORD, Token, tokenize_once
 
 _STOPWORD_TEXT = "a an the of and or in on at to for with by vs versus from as per"
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
@@ -123,6 +123,9 @@ def number_in_quote(value: float, quote: str) -> bool:
     return any(math.isclose(value, number, rel_tol=1e-9, abs_tol=1e-9) for number in numbers_in(quote))
 
 
+_MEANINGFUL_SYMBOLS = frozenset(["+", "-", "<", ">", "≤", "≥", "≮", "≯", "≠", "≈", "±"])
+
+
 def _is_code(token: Token, original: str) -> bool:
     """An abbreviation written in capitals (``OR``, ``RR``, ``HR``, ``MD``): its case carries its meaning."""
     written = original[token.start : token.end]
@@ -138,7 +141,7 @@ def _content(text: str) -> list[Token]:
         for token in view.tokens
         if (token.kind == WORD and (token.text not in STOPWORDS or _is_code(token, text)))
         or token.kind == NUMBER
-        or (token.kind == SYMBOL and token.text in "+-")
+        or (token.kind == SYMBOL and token.text in _MEANINGFUL_SYMBOLS)
     ]
 
 
@@ -159,19 +162,21 @@ def _same_number(numbers: list[float], token: Token) -> bool:
     return any(math.isclose(n, q, abs_tol=1e-9) for n in numbers for q in _as_numbers(token.text))
 
 
-def _window(positions: list[list[int]]) -> int:
-    """The fewest tokens of the quote that hold one occurrence of every value token (positions per value token)."""
-    best = None
+def _window(positions: list[list[int]]) -> tuple[int, int]:
+    """The shortest run of quote tokens (first, last) that holds one occurrence of every value token (positions
+    per value token)."""
+    best: tuple[int, int] | None = None
     for anchor in positions[0]:
         nearest = [min(found, key=lambda at, anchor=anchor: abs(at - anchor)) for found in positions[1:]]
-        span = max([anchor, *nearest]) - min([anchor, *nearest]) + 1
-        best = span if best is None else min(best, span)
-    return best or 0
+        first, last = min([anchor, *nearest]), max([anchor, *nearest])
+        if best is None or last - first < best[1] - best[0]:
+            best = (first, last)
+    return best or (0, 0)
 
 
 def text_supported(value: str, quote: str) -> list[str]:
-    """The words (and numbers, and +/− marks) of ``value`` that its quote does not have, or has only under a
-    negation the value leaves out, or only scattered through it; empty when the quote supports it."""
+    """The words (and numbers, and +/− marks and comparators) of ``value`` that its quote does not have, or has only
+    under a negation the value leaves out, or only scattered through it; empty when the quote supports it."""
     all_quote = list(tokenize_once(quote).tokens)
     quote_numbers = numbers_in(quote)
     value_tokens = _content(value)
@@ -187,7 +192,8 @@ def text_supported(value: str, quote: str) -> list[str]:
                 missing.append(token.text)
                 continue
             found = [i for i, other in enumerate(all_quote) if other.kind == NUMBER and _same_number(numbers, other)]
-            found = found or [0]  # written across tokens ("12 500"): in the quote, its place unknown
+            if not found:  # written across tokens ("12 500"): in the quote, its place unknown
+                continue
         elif token.kind == SYMBOL:
             found = [i for i, other in enumerate(all_quote) if other.kind == SYMBOL and other.text == token.text]
         else:
@@ -198,7 +204,8 @@ def text_supported(value: str, quote: str) -> list[str]:
             positions.append(found)
     if missing:
         return missing
-    if positions and _window(positions) > 2 * len(value_tokens) + _SLACK:
+    first, last = _window(positions) if positions else (0, 0)
+    if positions and last - first + 1 > 2 * len(value_tokens) + _SLACK:
         return [f"(its words are scattered through the quote: {' '.join(t.text for t in value_tokens)})"]
     quote_content = [token for token in all_quote if token.kind in (WORD, NUMBER)]
     only = value_tokens[0]
@@ -210,42 +217,76 @@ def text_supported(value: str, quote: str) -> list[str]:
         and len(quote_content) > _SHORT_QUOTE
     ):
         return [f"(a single common word of a long quote: {only.text!r})"]
-    if not value_negated:
-        first = next((i for i, t in enumerate(all_quote) if t.text == value_tokens[0].text), None)
-        if first is not None and any(is_negation(t.text) for t in all_quote[max(0, first - 3) : first]):
-            missing.append(f"(negated in the quote: {' '.join(t.text for t in all_quote[max(0, first - 3) : first])})")
+    if not value_negated and positions:
+        around = all_quote[max(0, first - 3) : last + 1]  # the value's words and the few before them
+        if any(is_negation(token.text) for token in around):
+            missing.append(f"(negated in the quote: {' '.join(token.text for token in around)})")
     return missing
 
 
-def _phrase_in(phrase: str, quote: str) -> bool:
-    """Whether ``phrase`` is written in ``quote`` as a run of whole words — with its case where the case carries
-    meaning (``OR`` is the odds ratio, "or" a conjunction)."""
+def _phrase_spans(phrase: str, quote: str, tokens: list[Token]) -> list[tuple[int, int]]:
+    """(first, last) token indexes where ``phrase`` is written in the quote as a run of whole words — with its case
+    where the case carries meaning (``OR`` is the odds ratio, "or" a conjunction) —, or as one hyphenated word
+    ("double-blind" for "double blind")."""
     wanted = [t for t in tokenize_once(phrase).tokens if t.kind != BOUNDARY]
-    view = tokenize_once(quote)
-    tokens = [t for t in view.tokens if t.kind != BOUNDARY]
     if not wanted:
-        return False
-    for first in range(len(tokens) - len(wanted) + 1):
+        return []
+    joined = "".join(t.text for t in wanted) if len(wanted) > 1 and all(t.kind == WORD for t in wanted) else None
+    spans = []
+    for first in range(len(tokens)):
         window = tokens[first : first + len(wanted)]
-        if all(_label_token_matches(w, phrase, t, quote) for w, t in zip(wanted, window, strict=True)):
-            return True
-    return False
+        if len(window) == len(wanted) and all(
+            _label_token_matches(w, phrase, t, quote) for w, t in zip(wanted, window, strict=True)
+        ):
+            spans.append((first, first + len(wanted) - 1))
+        elif joined is not None and tokens[first].text == joined:
+            spans.append((first, first))
+    return spans
 
 
 def _label_token_matches(wanted: Token, phrase: str, token: Token, quote: str) -> bool:
     if wanted.kind != token.kind:
         return False
     if _is_code(wanted, phrase):
-        return quote[token.start : token.end] == phrase[wanted.start : wanted.end]
+        return quote[token.start : token.end] == phrase[wanted.start : wanted.end] and not _in_capitals(token, quote)
     return wanted.text == token.text or (wanted.kind == WORD and _same_word(wanted.text, token.text))
 
 
-def label_supported(label: str, quote: str, synonyms: list[str] | None = None) -> bool:
+def _in_capitals(token: Token, quote: str) -> bool:
+    """Is a capitalised word part of a line set in capitals ("DEATH OR DISABILITY"), where case says nothing?"""
+    line_start = quote.rfind("\n", 0, token.start) + 1
+    line_end = quote.find("\n", token.end)
+    line = quote[line_start : line_end if line_end >= 0 else len(quote)]
+    words = [word for word in re.findall(r"[^\W\d_]{4,}", line)]
+    return bool(words) and all(word.isupper() for word in words)
+
+
+def label_supported(label: str, quote: str, synonyms: dict[str, list[str]] | None = None) -> bool:
     """A label (an enum option, a short code) is supported by its own words — whole, in order, with their case where
-    it carries meaning — or by a synonym the template agrees for it; a label with no content by nothing."""
+    it carries meaning — or by a synonym the template agrees for it (``synonyms``: option → phrases, for every
+    option), not under a negation and not as part of another option's longer phrase ("mean difference" inside
+    "standardized mean difference"); a label with no content by nothing."""
     if not has_content(label):
         return False
-    return any(_phrase_in(option, quote) for option in [label, *(synonyms or [])] if has_content(option))
+    synonyms = synonyms or {}
+    tokens = [t for t in tokenize_once(quote).tokens if t.kind != BOUNDARY]
+    others = [
+        span
+        for option, phrases in synonyms.items()
+        if option != label
+        for phrase in [option, *phrases]
+        if has_content(phrase)
+        for span in _phrase_spans(phrase, quote, tokens)
+    ]
+    for phrase in [label, *synonyms.get(label, [])]:
+        if not has_content(phrase):
+            continue
+        for first, last in _phrase_spans(phrase, quote, tokens):
+            inside = any(a <= first and last <= b and (b - a) > (last - first) for a, b in others)
+            negated = any(is_negation(token.text) for token in tokens[max(0, first - 3) : first])
+            if not inside and not negated:
+                return True
+    return False
 
 
 def _date_supported(value: str, quote: str) -> bool:
@@ -279,6 +320,13 @@ def support_of(value: object, quote: str, kind: str, synonyms: dict[str, list[st
     """How ``quote`` supports ``value`` for a field of this value kind (``TemplateField.kind``; a field type is read
     as its kind). Booleans are not checked: a quote says yes or no in too many ways."""
     kind = _KIND_OF.get(kind, kind)
+    if kind == "judgment":
+        if not has_content(" ".join(map(str, value)) if isinstance(value, list) else str(value)):
+            return Support("value has no content: only stop-words, punctuation or markup", "unverified")
+        return Support(
+            f"a judgment ({value!r}): its quote is evidence for it, not the judgment itself — a person decides",
+            "approximate",
+        )
     if isinstance(value, bool) or kind == "boolean":
         return Support()
     if isinstance(value, int | float):
@@ -301,14 +349,9 @@ def support_of(value: object, quote: str, kind: str, synonyms: dict[str, list[st
             return Support()
         return Support(f"value not in its quote: {text!r} is not a number written in the quote", "unverified")
     quote = str(clean_value(quote))  # words compare without footnote marks ("Valois<sup>1</sup>"); numbers never do
-    if kind == "judgment":
-        return Support(
-            f"a judgment ({text!r}): its quote is evidence for it, not the judgment itself — a person decides",
-            "approximate",
-        )
     if kind == "label":
         options = (synonyms or {}).get(text, [])
-        if label_supported(text, quote, options):
+        if label_supported(text, quote, synonyms):
             return Support()
         agreed = f" (nor its agreed synonyms: {', '.join(options)})" if options else ""
         return Support(f"value not in its quote: the quote does not say {text!r}{agreed}", "approximate")
@@ -329,21 +372,42 @@ def value_support(value: object, quote: str, kind: str, synonyms: dict[str, list
     return support_of(value, quote, kind, synonyms).problem
 
 
-_FOOTNOTE_TAG = re.compile(r"<(sup|sub)>\s*[\d,*†‡§¶#a-z\s–-]{0,12}\s*</\1>", re.IGNORECASE)
-_TAG = re.compile(r"</?[a-zA-Z][^<>]{0,200}>")
+# a footnote mark: a superscript after a word — letters or symbols ("Mean<sup>a</sup>", "Lifshitz<sup>*</sup>"), or
+# digits after a name ("Melville<sup>1</sup>") — not a unit's power ("kg/m<sup>2</sup>") nor a power ("10<sup>9</sup>")
+_SUPERSCRIPT = re.compile(r"(?<=[^\W\d_]|\*)<sup>\s*([\d,*†‡§¶#a-z\s–-]{1,12}?)\s*</sup>", re.IGNORECASE)
+_POWER = re.compile(r"(?<=\b10)<sup>\s*([-−+]?\d{1,3})\s*</sup>", re.IGNORECASE)  # 10⁹; other digits: a mark
+_MARK_AFTER_NUMBER = re.compile(r"(?<=\d)<sup>\s*[\d,*†‡§¶#a-z\s–-]{1,12}?\s*</sup>", re.IGNORECASE)
+_NAME_BEFORE = re.compile(r"(?:^|[\s(])[A-Z][\w'-]*\*?$")
+_SCRIPT_TAG = re.compile(r"</?(?:sup|sub)>", re.IGNORECASE)
+_TAG = re.compile(rf"</?(?:{TAG_NAMES}|script|style|iframe|object|embed)(?:\s[^<>\n]{{0,200}})?/?>", re.IGNORECASE)
 _EMPHASIS = re.compile(r"\*\*|__|`+|(?<!\w)[*_](?=\w)|(?<=\w)[*_](?!\w)")
+_HEADING = re.compile(r"^#{1,6}\s+")
 _SPACES = re.compile(r"\s+")
 
 
+def _without_footnote_marks(text: str) -> str:
+    def drop(match: re.Match[str]) -> str:
+        mark = match.group(1)
+        if not mark.replace(",", "").replace(" ", "").isdigit():
+            return ""  # letters or symbols: a footnote mark
+        return "" if _NAME_BEFORE.search(text[: match.start()]) else match.group(0)  # digits: after a name only
+
+    text = _POWER.sub(lambda match: "^" + match.group(1), _SUPERSCRIPT.sub(drop, text))
+    return _MARK_AFTER_NUMBER.sub("", text)
+
+
 def clean_value(value: object) -> object:
-    """A text value without the markup a model copies from the markdown (``<sup>1</sup>`` footnote marks, tags,
-    ``**bold**``, ``_italic_``, backticks) and with its spacing made plain; other values as they are."""
+    """A text value without the markup a model copies from the markdown — footnote marks after a name
+    (``Melville<sup>1</sup>``), HTML tags (``<sub>1c</sub>`` keeps its text: ``HbA1c``), ``**bold**``, ``_italic_``,
+    backticks, a heading's ``#`` — with its spacing made plain; comparators (``<ULN``, ``> 65``) and other values
+    stay as they are."""
     if isinstance(value, list):
         return [clean_value(item) for item in value]
     if not isinstance(value, str):
         return value
-    text = _FOOTNOTE_TAG.sub("", value)
+    text = _without_footnote_marks(value)
+    text = _SCRIPT_TAG.sub("", text)
     text = _TAG.sub(" ", text)
     text = _EMPHASIS.sub("", text)
-    text = text.lstrip("#> ")
+    text = _HEADING.sub("", text.lstrip())
     return _SPACES.sub(" ", text).strip()

@@ -20,18 +20,21 @@ REFERENCES, CONTENTS, RUNNING_HEADER = "the reference list", "a table of content
 _MARKUP = r"[#*_\s]*"
 _NUMBERING = r"(?:\d{1,2}(?:\.\d{1,2})*\.?\s+|[IVX]{1,4}\.\s+)?"
 _REFERENCES_HEADING = re.compile(
-    rf"^{_MARKUP}{_NUMBERING}(?:references?(?:\s+cited)?|bibliography|literature\s+cited|works\s+cited|"
+    rf"^{_MARKUP}{_NUMBERING}(?:references(?:\s+cited)?|bibliography|literature\s+cited|works\s+cited|"
     rf"reference\s+list|cited\s+literature){_MARKUP}:?{_MARKUP}$",
     re.IGNORECASE | re.MULTILINE,
 )
 _CONTENTS_HEADING = re.compile(
     rf"^{_MARKUP}(?:table\s+of\s+)?contents{_MARKUP}:?{_MARKUP}$", re.IGNORECASE | re.MULTILINE
 )
-# what ends a reference list or a table of contents: a heading, a table, a figure or table caption, an appendix
+# what ends a reference list or a table of contents: a heading, a table, a numbered figure or table caption, an
+# appendix or supplementary section ("Figueroa M, …" or "Tablet …" in a reference are not captions)
 _SECTION_END = re.compile(
-    r"^(?:#{1,6}\s|\||[*_\s]*(?:table|fig(?:ure)?\.?|supplementary|supporting\s+information|appendix)\s*[\dA-Z:.])",
-    re.IGNORECASE | re.MULTILINE,
+    r"^(?:#{1,6}\s|\||[*_\s]*(?:Table|TABLE|Fig(?:ure)?|FIG(?:URE)?|Supplementary|SUPPLEMENTARY|Supporting|Appendix|"
+    r"APPENDIX)\.?\s*(?:S?\d|[IVX]+\b|[A-Z]\b|material|information|data|files?)|[*_\s]*appendix\s*$)",
+    re.MULTILINE,
 )
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _DOT_LEADER = re.compile(r"^[^\n]*?(?:\.\s?){4,}\s*\d+\s*$", re.MULTILINE)
 _PAGE_MARKER = re.compile(r"<!--\s*page\s+\d+\s*-->")
 _NOT_LETTERS = re.compile(r"[^a-z]+")
@@ -58,12 +61,16 @@ def _section_after(markdown: str, heading: re.Match[str]) -> Region | None:
 
 
 def reference_list(markdown: str) -> Region | None:
-    """The reference list: from the last references heading to the next heading, table or caption."""
-    headings = list(_REFERENCES_HEADING.finditer(markdown))
-    if not headings:
-        return None
-    found = _section_after(markdown, headings[-1])
-    return Region(found.start, found.end, REFERENCES) if found else None
+    """The reference list: from the last references heading followed by what references look like (years) to the
+    next heading, table or caption (the last heading of any kind when none is)."""
+    sections = []
+    for heading in _REFERENCES_HEADING.finditer(markdown):
+        found = _section_after(markdown, heading)
+        if found is not None:
+            sections.append(found)
+    cited = [found for found in sections if len(_YEAR.findall(markdown[found.start : found.start + 3000])) >= 2]
+    chosen = (cited or sections or [None])[-1]
+    return Region(chosen.start, chosen.end, REFERENCES) if chosen else None
 
 
 def _contents(markdown: str) -> list[Region]:
@@ -99,15 +106,16 @@ def _running_lines(markdown: str) -> list[Region]:
     bounds = list(zip(cuts, [*cuts[1:], len(markdown)], strict=True))
     pages: dict[str, set[int]] = defaultdict(set)
     for number, (start, end) in enumerate(bounds):
-        for _, _, letters in _edge_lines(markdown[start:end], start):
-            if len(letters) >= 8:
+        for line_start, line_end, letters in _edge_lines(markdown[start:end], start):
+            if len(letters) >= 8 and not markdown[line_start:line_end].lstrip().startswith("|"):
                 pages[letters].add(number)
     running = {letters for letters, found in pages.items() if len(found) >= _MIN_PAGES}
     if not running:
         return []
     regions, position = [], 0
     for line in markdown.split("\n"):
-        if _NOT_LETTERS.sub("", _PAGE_MARKER.sub("", line).lower()) in running:
+        is_row = line.lstrip().startswith("|")  # a table row repeated on many pages is data, not a running header
+        if not is_row and _NOT_LETTERS.sub("", _PAGE_MARKER.sub("", line).lower()) in running:
             regions.append(Region(position, position + len(line), RUNNING_HEADER))
         position += len(line) + 1
     return regions
