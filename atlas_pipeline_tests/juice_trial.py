@@ -51,3 +51,38 @@ CORRECT = {
 
 def answer(**overrides) -> str:
     return json.dumps({**CORRECT, **overrides})
+
+
+# Outcome entries of the juice trial as a model gives them (the template's repeating ``outcomes`` group).
+def entry(**values) -> dict:
+    """One outcome entry as the model answers it: ``name=(value, quote)``; the rest left out."""
+    return {name: {"value": value, "quote": quote} for name, (value, quote) in values.items()}
+
+
+DURATION = entry(
+    outcome=("Duration of diarrhea", "Duration of diarrhea in hours after randomization"),
+    intervention=("White Grape Juice", "White Grape Juice | 47.5 | 38.9"),
+    comparator=("Water", "Water * | 26.5 | 27.4"),
+    outcome_type=("continuous", None),
+    mean_intervention=(47.5, "White Grape Juice | 47.5 | 38.9"),
+    sd_intervention=(38.9, "White Grape Juice | 47.5 | 38.9"),
+    mean_comparator=(26.5, "Water * | 26.5 | 27.4"),
+    sd_comparator=(27.4, "Water * | 26.5 | 27.4"),
+    p_value_comparison=(0.006, "compared with those given WA (p = 0.006)"),
+)
+FECAL = entry(
+    outcome=("Fecal losses", "The fecal losses were also increased among the juice fed patients"),
+    intervention=("White Grape Juice", None),
+    comparator=("Water", None),
+    mean_intervention=(3.59, "White Grape Juice | 3.59 | 2.35"),
+    sd_intervention=(2.35, "White Grape Juice | 3.59 | 2.35"),
+    mean_comparator=(2.19, "Waterx | 2.19* | 1.63"),
+    sd_comparator=(1.63, "Waterx | 2.19* | 1.63"),
+)
+ANEMIA = entry(  # events above the arm's total: a consistency violation inside the entry
+    outcome=("Mild anemia", "Mild Anemia"),
+    intervention=("White Grape Juice", None),
+    comparator=("Water", None),
+    events_intervention=(26, "Mild Anemia † | 20(n) | 66.7 % | 26(n) | 86.6%"),
+    total_intervention=(20, "Mild Anemia † | 20(n) | 66.7 %"),
+)

@@ -17,8 +17,7 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
-from atlas_pipeline_tests.juice_trial import API_KEY, CORRECT, KEY
-from atlas_pipeline_tests.test_outcomes import DURATION, FECAL
+from atlas_pipeline_tests.juice_trial import API_KEY, CORRECT, DURATION, FECAL, KEY
 
 
 def _outcomes(count: int) -> list[dict]:
