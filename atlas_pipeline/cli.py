@@ -101,6 +101,8 @@ def command_run(args: argparse.Namespace) -> int:
                 f"{len(unchanged)} unchanged document(s) already extracted with this version: not run again "
                 "(--force redoes them)"
             )
+        if args.estimate:
+            return _print_estimate(settings, atlas, store, [entry for entry in entries if entry.key in set(keys)])
         started, stopped = time.perf_counter(), False
         with stop_on_signals() as received:
             try:
@@ -146,6 +148,9 @@ def command_run(args: argparse.Namespace) -> int:
             print("task completion and exports are up to date: not refreshed")
         states = _states(instance, atlas)
         print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s")
+        ran = [record for key in keys if (record := read_record(store, key, "extraction", ExtractionRecord))]
+        if any(record.llm_calls or record.llm_cache_hits for record in ran):
+            print(_run_cost(ran))
         _print_summary(states)
         print("exports:")
         for fmt in FORMATS:
@@ -160,6 +165,42 @@ def command_run(args: argparse.Namespace) -> int:
         _print_sources(settings)
         open_states = [s for s in states if s.status not in TERMINAL]
     return 1 if open_states else 0
+
+
+def _run_cost(records) -> str:
+    """What this run's LLM requests cost (answers from the cache are free)."""
+    from atlas_pipeline.extraction.prices import money
+
+    calls = sum(r.llm_calls for r in records)
+    tokens = sum(r.prompt_tokens + r.completion_tokens for r in records if r.llm_calls)
+    priced = [r for r in records if r.llm_calls and r.cost_paid is not None]
+    unpriced = sum(1 for r in records if r.llm_calls and r.cost_paid is None)
+    currency = next((r.cost_currency for r in priced if r.cost_currency), "USD")
+    line = (
+        f"LLM this run: {calls} request(s), {sum(r.llm_cache_hits for r in records)} answered by the cache, "
+        f"about {tokens:,} tokens, {money(sum(r.cost_paid for r in priced), currency)}"
+    )
+    return line + (f" ({unpriced} document(s) by a model with no price: not counted)" if unpriced else "")
+
+
+def _print_estimate(settings, atlas, store, entries) -> int:
+    """``atlas run --estimate``: what the run would send and cost; nothing is parsed or sent."""
+    from atlas_pipeline.defs.resources import LLMResource
+    from atlas_pipeline.processing import estimate_extractions
+
+    rule = atlas.load_rule()
+    if atlas.mode(rule) != "llm":
+        print(f"estimate: {len(entries)} document(s) would run in skip mode: no LLM request, nothing to pay")
+        return 0
+    resource = LLMResource.from_settings(settings)
+    llm = resource.client(cache=store)
+    print(f"estimate (nothing sent): {len(entries)} document(s) to extract; prices: {resource.prices}")
+    estimate = estimate_extractions(atlas.open_knowledge_base(), store, entries, atlas.load_template(), rule, llm)
+    for line in estimate.lines(settings.llm_concurrency):
+        print(line)
+    if estimate.cost is None:
+        print(f"no price for {llm.config.model} in {resource.prices}: add it there (or set ATLAS_LLM_PRICES)")
+    return 0
 
 
 def command_status(args: argparse.Namespace) -> int:
@@ -662,6 +703,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="documents per Dagster run (default 1; e.g. 50 for bulk loads: Dagster's per-run cost is paid once)",
+    )
+    run.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the LLM requests, tokens and cost of what would run, and stop: nothing is parsed or sent",
     )
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help=command_status.__doc__)

@@ -12,8 +12,10 @@ import json
 import time
 from collections.abc import Callable
 
+from atlas_pipeline.extraction.estimate import RunEstimate, answer_tokens_guess, estimate_document, seconds_per_answer
 from atlas_pipeline.extraction.llm import LLMClient
 from atlas_pipeline.extraction.postprocessors import ExtractionInput, postprocessor_for
+from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
@@ -28,7 +30,7 @@ from atlas_pipeline.parsing import (
 )
 from atlas_pipeline.parsing.bounded import ParseLimitError, ParseLimits
 from atlas_pipeline.parsing.media import PDF, detect_media_type
-from atlas_pipeline.parsing.pages import count_pages
+from atlas_pipeline.parsing.pages import count_pages, quick_text
 from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider, ProviderError
 from atlas_pipeline.parsing.providers.combine import with_tables_from
 from atlas_pipeline.parsing.providers.local import LocalParser
@@ -39,6 +41,7 @@ from atlas_pipeline.store.records import (
     ParseRecord,
     Problem,
     SnapshotRecord,
+    read_record,
     write_record,
 )
 
@@ -260,3 +263,45 @@ def extract_document(
     record.processing_seconds = round(snapshot.seconds + parse.seconds + record.seconds, 4)
     write_record(store, snapshot.key, "extraction", record)
     return record
+
+
+def estimate_extractions(
+    knowledge_base: KnowledgeBase,
+    store: Store,
+    entries: list[CatalogEntry],
+    template: Template,
+    rule: Rule,
+    llm: LLMClient,
+) -> RunEstimate:
+    """What extracting ``entries`` would send and cost, nothing sent: a document parsed before is counted from its
+    parse; one not parsed yet from its words read quickly (``parsing.pages.quick_text``; its tables then not
+    counted)."""
+    records = [read_record(store, entry.key, "extraction", ExtractionRecord) for entry in entries]
+    known = [record for record in records if record is not None]
+    answer_tokens, basis = answer_tokens_guess(template, known, llm.config.max_tokens)
+    table = RunEstimate(llm.config.model, llm.currency, answer_tokens, basis)
+    table.seconds_per_answer = seconds_per_answer(known)
+    for entry in entries:
+        parse = read_record(store, entry.key, "parse", ParseRecord)
+        if entry.problem:
+            continue  # never read, never sent
+        if parse is not None and parse.sha256 == entry.sha256 and parse.problem is None:
+            markdown, tables, note = load_markdown(store, parse), load_tables(store, parse), ""
+            sources = PromptSources.of_parse(parse.provider)
+        else:
+            try:
+                data = knowledge_base.read(entry.source_path)
+            except SourceMissingError:
+                continue
+            try:
+                media_type = detect_media_type(data, entry.source_path)
+            except DocumentError:
+                continue
+            markdown, tables, sources = quick_text(data, media_type), [], None
+            note = "not parsed yet: its words read quickly, tables not counted"
+            if not markdown.strip():
+                note = "not parsed yet and no text layer (a scan): counted after OCR"
+        estimate = estimate_document(llm, template, rule, entry.key, markdown, tables, answer_tokens, store, sources)
+        estimate.note = note
+        table.documents.append(estimate)
+    return table

@@ -95,6 +95,12 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
+@pytest.fixture(autouse=True)
+def _own_llm_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own LLM request gate (extraction.gate): a window one test halved never slows another."""
+    monkeypatch.setenv("ATLAS_LLM_GATE_DIR", str(tmp_path / "llm-gate"))
+
+
 @pytest.fixture
 def knowledge_base(tmp_path: Path) -> Path:
     folder = tmp_path / "kb"
@@ -111,6 +117,7 @@ def settings_for(tmp_path: Path):
             "ATLAS_KNOWLEDGE_BASE": str(kb),
             "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
             "ATLAS_EXPORTS": str(tmp_path / "exports"),
+            "ATLAS_LLM_GATE_DIR": str(tmp_path / "llm-gate"),
         }
         env.update({f"ATLAS_{name.upper()}": value for name, value in extra.items()})
         return load_settings(env)

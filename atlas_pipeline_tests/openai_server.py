@@ -2,13 +2,15 @@
 
 ``POST /v1/chat/completions`` answers with the next scripted step, or the default step when the script is used up:
 ``{"status": 200, "content": "..."}`` a completion; ``{"status": 429|500|401|400, "message": "..."}`` an API error;
-``{"delay": 3}`` waits first (timeouts); ``{"drop": true}`` closes the connection without an answer;
+``{"delay": 3}`` waits first (timeouts); ``{"when": "part 2 of"}`` answers only a request that says so; ``{"drop": true}`` closes the connection without an answer;
 ``{"answer": {...}}`` answers like a model that knows the whole answer: only the fields the request's schema asks
 for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
 ``"max_tokens": true`` on a step makes the server honour the request's ``max_tokens`` as a real one does: a longer
 answer (characters ÷ 4) is cut there with ``finish_reason: "length"``.
-``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests;
-``GET /_requests`` returns the request bodies received since.
+``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests; with ``"capacity": N``
+a request arriving while N are being answered gets a 429 with ``Retry-After: <"retry_after", default 1>`` (a
+rate-limited endpoint). ``GET /_requests`` returns the request bodies received since (``_received``: the time, and
+``_refused`` for a capacity 429); ``GET /_stats`` how many were in flight at most and now.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-STATE = {"steps": [], "default": {"status": 500, "message": "no script"}, "requests": []}
+STATE = {"steps": [], "default": {"status": 500, "message": "no script"}, "requests": [], "capacity": 0}
+FLIGHT = {"now": 0, "most": 0}
 LOCK = threading.Lock()
 
 
@@ -48,6 +51,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/_requests":
             with LOCK:
                 self._send(200, {"requests": STATE["requests"]})
+        elif self.path == "/_stats":
+            with LOCK:
+                self._send(200, {"in_flight_max": FLIGHT["most"], "in_flight": FLIGHT["now"]})
         else:
             self._send(200, {"ok": True})
 
@@ -58,14 +64,32 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["steps"] = list(body.get("steps", []))
                 STATE["default"] = body.get("default", STATE["default"])
                 STATE["requests"] = []
+                STATE["capacity"] = int(body.get("capacity") or 0)
+                STATE["retry_after"] = str(body.get("retry_after", 1))
+                FLIGHT["most"] = FLIGHT["now"]
             self._send(200, {"ok": True})
             return
         if not self.path.endswith("/chat/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         with LOCK:
-            STATE["requests"].append({**body, "_authorization": self.headers.get("Authorization", "")})
-            step = STATE["steps"].pop(0) if STATE["steps"] else STATE["default"]
+            seen = {**body, "_authorization": self.headers.get("Authorization", ""), "_received": time.time()}
+            STATE["requests"].append(seen)
+            if STATE["capacity"] and FLIGHT["now"] >= STATE["capacity"]:
+                seen["_refused"] = True
+                step = {"status": 429, "message": "rate limited", "headers": {"Retry-After": STATE["retry_after"]}}
+            else:
+                step = _next_step(body)
+                FLIGHT["now"] += 1
+                FLIGHT["most"] = max(FLIGHT["most"], FLIGHT["now"])
+        try:
+            self._answer(body, step)
+        finally:
+            if not seen.get("_refused"):
+                with LOCK:
+                    FLIGHT["now"] -= 1
+
+    def _answer(self, body: dict, step: dict) -> None:
         if step.get("delay"):
             time.sleep(float(step["delay"]))
         if step.get("drop"):
@@ -106,6 +130,16 @@ class Handler(BaseHTTPRequestHandler):
         )
 
 
+def _next_step(body: dict) -> dict:
+    """The first scripted step meant for this request (a step with ``"when": "…"`` answers only a request whose
+    messages contain that text — chunks asked at the same time arrive in any order), else the default."""
+    text = "\n".join(str(message.get("content") or "") for message in body.get("messages", []))
+    for index, step in enumerate(STATE["steps"]):
+        if "when" not in step or step["when"] in text:
+            return STATE["steps"].pop(index)
+    return STATE["default"]
+
+
 def _asked_for(answer: dict, body: dict) -> dict:
     """The part of a whole answer that a request asks for: the fields of its schema, and a page of a group."""
     form = body.get("response_format") or {}
@@ -127,6 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
+    ThreadingHTTPServer.request_queue_size = 128  # many senders at once (the concurrency benchmark)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.serve_forever()

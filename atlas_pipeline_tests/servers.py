@@ -100,12 +100,20 @@ class ScriptedLLM:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
-    def script(self, *steps: dict, default: dict | None = None) -> None:
-        self._post("/_script", {"steps": list(steps), "default": default or {"status": 500, "message": "unscripted"}})
+    def script(self, *steps: dict, default: dict | None = None, capacity: int = 0, retry_after: float = 1) -> None:
+        """The answers to come (``capacity``: more requests at once than this get a 429 with ``retry_after``)."""
+        default = default or {"status": 500, "message": "unscripted"}
+        body = {"steps": list(steps), "default": default, "capacity": capacity, "retry_after": retry_after}
+        self._post("/_script", body)
 
     def requests(self) -> list[dict]:
         with urllib.request.urlopen(self.root + "/_requests", timeout=10) as response:
             return json.loads(response.read())["requests"]
+
+    def most_in_flight(self) -> int:
+        """The most requests the server was answering at once since the last script."""
+        with urllib.request.urlopen(self.root + "/_stats", timeout=10) as response:
+            return json.loads(response.read())["in_flight_max"]
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """The full LLM path through Dagster against a real HTTP server speaking the OpenAI API (scripted per test)."""
 
 import json
+import os
 import shutil
+import time
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -11,6 +13,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.extractor import split_chunks
+from atlas_pipeline.extraction.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.checks import fields_needing_review
@@ -433,18 +436,19 @@ def test_chunked_strategy_keeps_every_candidate_and_flags_disagreement(
     fabricated = {"n_treatment": {"value": 30, "quote": "thirty infants received juice n = 30 each"}}
     # chunk 3 reads the abstract's "90 children" as the treatment arm: a verified quote, another value
     other = {"n_treatment": {"value": 90, "quote": "a double-blind, randomized study was performed in 90 children"}}
-    llm_server.script(
-        {"content": json.dumps(fabricated)},
-        {"content": answer()},
-        {"content": json.dumps(other)},
-        default={"content": "{}"},
+    llm_server.script(  # the chunks are asked at the same time: each answer goes to its part
+        {"content": json.dumps(fabricated), "when": "part 1 of", "delay": 0.3},
+        {"content": answer(), "when": "part 2 of", "delay": 0.3},
+        {"content": json.dumps(other), "when": "part 3 of", "delay": 0.3},
+        default={"content": "{}", "delay": 0.3},
     )
     job = build_definitions(settings).resolve_job_def("document_job")
     assert job.execute_in_process(partition_key=KEY, instance=instance).success
     record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
     requests = llm_server.requests()
     assert record.strategy == "chunked" and record.chunks == len(requests) >= 3
-    assert "part 1 of" in requests[0]["messages"][1]["content"]
+    assert llm_server.most_in_flight() >= 2  # asked together, not one after another
+    assert any("part 1 of" in request["messages"][1]["content"] for request in requests)
     kept = record.fields["n_treatment"]
     assert (kept["value"], kept["tier"], kept["chunk"]) == (30, "verified", 2)  # chunk 2's verified quote wins
     assert [(c["chunk"], c["value"], c["tier"]) for c in kept["candidates"]] == [
@@ -551,8 +555,19 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
 
 
 def _client(llm_server, sleeps: list[float], **config) -> LLMClient:
+    """A client whose waits are recorded, not slept: its clock moves by what it would have slept (the request
+    gate, which pauses every sender for a ``Retry-After``, reads the same clock)."""
     settings = {"base_url": llm_server.base_url, "model": "scripted-model", "backoff_seconds": 0.01, **config}
-    return LLMClient(LLMConfig(**settings), sleep=sleeps.append)
+    now = [time.time()]
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    config = LLMConfig(**settings)
+    folder = gate_directory(config.base_url, config.model, os.environ["ATLAS_LLM_GATE_DIR"])
+    gate = RequestGate(folder, config.concurrency, clock=lambda: now[0], sleep=sleep)
+    return LLMClient(config, sleep=sleep, gate=gate)
 
 
 def test_retry_after_is_honoured_in_seconds_and_as_a_date(llm_server):

@@ -100,6 +100,7 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
             "llm_calls": completion.llm_calls,
             "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens,
+            "llm_cost": completion.cost_line(),
             "documents_approved": completion.documents_approved,
             "documents_awaiting_review": completion.documents_awaiting_review,
             "decisions": completion.decisions,

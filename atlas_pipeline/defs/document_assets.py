@@ -15,6 +15,7 @@ from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.grading.checks import (
     QUOTE_GROUNDING,
     VALUE_CONSISTENCY,
@@ -240,7 +241,8 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         ],
         check_specs=EXTRACTION_CHECKS,
         can_subset=True,  # batched runs (a partition range) leave the checks out and log them per partition
-        pool="llm",
+        # no pool: a step holds any number of requests (a batch, chunks) or none (cached); the endpoint's gate
+        # (extraction.gate, ATLAS_LLM_CONCURRENCY) counts the requests themselves, across every run and process
         name="document_extraction",
     )
     def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource, llm: LLMResource):
@@ -259,6 +261,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
             if batch.single:  # a batch logs one summary: each log line is an event to store
                 context.log.info(f"{key}: {record.status.value}: {record.reason}")
             checks[key] = document_checks(record)
+            currency = record.cost_currency or "USD"
             metadata = {
                 "status": record.status.value,
                 "reason": record.reason,
@@ -274,6 +277,8 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "llm_cache_hits": record.llm_cache_hits,
                 "prompt_tokens": record.prompt_tokens,
                 "completion_tokens": record.completion_tokens,
+                "llm_cost": money(record.cost, currency) if record.mode == "llm" else "none",
+                "llm_cost_paid": money(record.cost_paid, currency) if record.mode == "llm" else "none",
                 "processing_seconds": record.processing_seconds,
                 "extraction": _artifact(store, record.extraction_path),
                 "fields_needing_review": ", ".join(fields_needing_review(record)) or "none",
@@ -282,7 +287,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
             }
             return metadata, f"{record.sha256}:{record.extraction_version}"
 
-        results = batch.each(extract)
+        results = batch.each(extract, parallel=llm.concurrency if client is not None else 1)
         for key, (metadata, _) in results.items():
             batch.add_metadata(key, metadata, asset="document_extraction")
         if len(results) > 1:

@@ -12,6 +12,7 @@ each partition are built). Without that accumulator (another Dagster version) it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import dagster as dg
@@ -56,20 +57,29 @@ class DocumentBatch:
             asset_key=asset_key, partition_key=key, metadata=metadata
         )
 
-    def each(self, work: Callable[[str], T]) -> dict[str, T]:
-        """``work(key)`` for every document. In a batched run a document that raises does not stop the others: the
-        step fails at the end naming them (``atlas run`` then gives those documents a run each)."""
+    def each(self, work: Callable[[str], T], parallel: int = 1) -> dict[str, T]:
+        """``work(key)`` for every document, ``parallel`` at a time (threads: for work that waits on an endpoint,
+        not for CPU). In a batched run a document that raises does not stop the others: the step fails at the end
+        naming them (``atlas run`` then gives those documents a run each)."""
         if self.single:
             with secrets_masked_in_errors():
                 return {self.keys[0]: work(self.keys[0])}
-        results: dict[str, T] = {}
-        errors: dict[str, str] = {}
-        for key in self.keys:
+
+        def attempt(key: str) -> tuple[bool, T | str]:
             try:
-                results[key] = work(key)
+                return True, work(key)
             except Exception as error:  # reported below with the key; the step still fails
-                errors[key] = redact(f"{type(error).__name__}: {error}")
-                self.context.log.error(f"{key}: {errors[key]}")
+                return False, redact(f"{type(error).__name__}: {error}")
+
+        if parallel > 1:
+            with ThreadPoolExecutor(max_workers=min(parallel, len(self.keys)), thread_name_prefix="atlas-doc") as pool:
+                outcomes = dict(zip(self.keys, pool.map(attempt, self.keys), strict=True))
+        else:
+            outcomes = {key: attempt(key) for key in self.keys}
+        results: dict[str, T] = {key: value for key, (ok, value) in outcomes.items() if ok}  # type: ignore[misc]
+        errors: dict[str, str] = {key: str(value) for key, (ok, value) in outcomes.items() if not ok}
+        for key, message in errors.items():
+            self.context.log.error(f"{key}: {message}")
         if errors:
             listed = "; ".join(f"{key}: {message}" for key, message in list(errors.items())[:5])
             raise dg.Failure(description=f"{len(errors)} of {len(self.keys)} documents of this batch raised: {listed}")

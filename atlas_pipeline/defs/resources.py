@@ -9,6 +9,7 @@ from urllib.parse import quote
 import dagster as dg
 
 from atlas_pipeline.defs.document_states import collect_document_states
+from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
 from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
@@ -212,6 +213,9 @@ class AtlasResource(dg.ConfigurableResource):
         return entry
 
 
+_NOT_COPIED = ("api_key", "prices")
+
+
 class LLMResource(dg.ConfigurableResource):
     """An OpenAI-compatible endpoint: the ``ATLAS_LLM_*`` settings, copied by name. The key is an ``EnvVar``:
     resolved at run time, never shown or stored."""
@@ -224,12 +228,18 @@ class LLMResource(dg.ConfigurableResource):
     backoff_seconds: float
     structured_output: StructuredOutput
     max_tokens: int
+    concurrency: int
+    requests_per_minute: int
+    tokens_per_minute: int
+    gate_dir: str
+    prices: str  # the price table file (ATLAS_LLM_PRICES, else the seeds folder's llm_prices.toml)
 
     @classmethod
     def from_settings(cls, settings: AtlasSettings) -> LLMResource:
-        shared = {name: getattr(settings, f"llm_{name}") for name in cls.model_fields if name != "api_key"}
+        shared = {name: getattr(settings, f"llm_{name}") for name in cls.model_fields if name not in _NOT_COPIED}
         has_key = bool(settings.llm_api_key.get_secret_value())
-        return cls(**shared, api_key=dg.EnvVar("ATLAS_LLM_API_KEY") if has_key else "")
+        prices = str(price_file(settings.llm_prices, settings.seeds_dir))
+        return cls(**shared, prices=prices, api_key=dg.EnvVar("ATLAS_LLM_API_KEY") if has_key else "")
 
     @property
     def configured(self) -> bool:
@@ -238,4 +248,12 @@ class LLMResource(dg.ConfigurableResource):
     def client(self, cache: Store | None) -> LLMClient:
         from atlas_pipeline.extraction.llm import LLMClient, LLMConfig  # openai loads only where an LLM is called
 
-        return LLMClient(LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__}), cache)
+        table = self.price_table()
+        config = LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__})
+        return LLMClient(config, cache, price=table.price_of(self.model), currency=table.currency)
+
+    def price_table(self) -> PriceTable:
+        """The price table; a missing file is an empty table (every cost unknown), a broken one an error."""
+        if not Path(self.prices).exists():
+            return PriceTable(currency="USD", models={}, source=self.prices)
+        return load_prices(self.prices)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,7 +209,8 @@ class _Asker:
     usage: Usage
     asked: list[str] = field(default_factory=list)
 
-    def ask(self, template: Template, instruction: str = "") -> dict[str, Any]:
+    def messages(self, template: Template, instruction: str = "") -> tuple[list[dict[str, str]], dict]:
+        """The request for (a part of) the template about this text: its messages and answer schema."""
         schema = json_schema(template)
         messages = build_messages(
             template,
@@ -220,6 +222,10 @@ class _Asker:
             sources=self.sources,
             instruction=instruction,
         )
+        return messages, schema
+
+    def ask(self, template: Template, instruction: str = "") -> dict[str, Any]:
+        messages, schema = self.messages(template, instruction)
         try:
             answer = self.client.complete(messages, schema, answer_model(template))
         except LLMError as error:
@@ -323,6 +329,53 @@ def _next_entries(group: TemplateModule, given: list[dict[str, Any]], size: int)
     return "\n".join(lines)
 
 
+def _ask_every_chunk(askers: list[_Asker], template: Template) -> list[dict[str, Any] | LLMError]:
+    """Every chunk's answer (or the error that ended it), the chunks asked at the same time — the endpoint's gate
+    (``ATLAS_LLM_CONCURRENCY``) decides how many requests are in flight."""
+
+    def answer(asker: _Asker) -> dict[str, Any] | LLMError:
+        try:
+            return _answer_that_fits(asker, template)
+        except LLMError as error:
+            asker.usage.add(error.usage)
+            error.usage = Usage()
+            return error
+
+    if len(askers) == 1:
+        return [answer(askers[0])]
+    workers = min(len(askers), askers[0].client.config.concurrency)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="atlas-chunk") as pool:
+        return list(pool.map(answer, askers))
+
+
+def plan_requests(
+    client: LLMClient, rule: Rule, markdown: str, tables: Sequence[Table], sources: PromptSources | None = None
+) -> tuple[str, list[_Asker]]:
+    """The rule's strategy for this text and one asker per chunk (its text, its tables, its part number): what
+    ``extract_with_llm`` sends, and what ``extraction.estimate`` counts before anything is sent."""
+    strategy = rule.strategy
+    if strategy == "auto":
+        strategy = "chunked" if len(markdown) > rule.chunk_size_chars else "direct"
+    if strategy == "chunked":
+        spans = chunk_spans(markdown, rule.chunk_size_chars, rule.chunk_overlap_chars, rule.max_chunks)
+    else:
+        spans = [(0, len(markdown))]
+    chunk_tables = tables_for_chunks(markdown, spans, tables)
+    askers = [
+        _Asker(
+            client,
+            rule,
+            markdown[start:end],
+            [table.html for table in chunk_tables[index]],
+            sources,
+            (index + 1, len(spans)) if len(spans) > 1 else None,
+            Usage(),
+        )
+        for index, (start, end) in enumerate(spans)
+    ]
+    return strategy, askers
+
+
 def extract_with_llm(
     client: LLMClient,
     template: Template,
@@ -334,33 +387,25 @@ def extract_with_llm(
     """Run the rule's strategy and grade every field against the markdown and the tables (``sources``: who made
     them, as the prompt names them)."""
     scope = EvidenceScope(markdown, tables)
-    strategy = rule.strategy
-    if strategy == "auto":
-        strategy = "chunked" if len(markdown) > rule.chunk_size_chars else "direct"
-    if strategy == "chunked":
-        spans = chunk_spans(markdown, rule.chunk_size_chars, rule.chunk_overlap_chars, rule.max_chunks)
-    else:
-        spans = [(0, len(markdown))]
-    chunk_tables = tables_for_chunks(markdown, spans, tables)
-    usage = Usage()
+    strategy, askers = plan_requests(client, rule, markdown, tables, sources)
     candidates: dict[str, list[tuple[int, FieldResult]]] = {f.name: [] for f in template.fields}
     modules = {f.name: module.name for module in template.modules for f in module.fields}
     group_entries: dict[str, list[tuple[int, list[dict[str, FieldResult]]]]] = {g.name: [] for g in template.groups}
     left_out: dict[str, int] = {}
     answer_parts: list[str] = []
-    for index, (start, end) in enumerate(spans, 1):
-        part = (index, len(spans)) if len(spans) > 1 else None
-        html = [table.html for table in chunk_tables[index - 1]]
-        asker = _Asker(client, rule, markdown[start:end], html, sources, part, usage)
-        try:
-            data = _answer_that_fits(asker, template)
-        except LLMError as error:  # what every request so far cost, the chunks before this one included
-            error.usage = usage
-            if isinstance(error, LLMAnswerCutError) and asker.asked:
-                error.reason += f" (asked: {'; '.join(asker.asked)})"
-            raise
+    answers = _ask_every_chunk(askers, template)
+    usage = Usage()
+    for asker in askers:
+        usage.add(asker.usage)
+    for asker, answer in zip(askers, answers, strict=True):
+        if isinstance(answer, LLMError):  # what every request cost, the other chunks' included
+            answer.usage = usage
+            if isinstance(answer, LLMAnswerCutError) and asker.asked:
+                answer.reason += f" (asked: {'; '.join(asker.asked)})"
+            raise answer
+    for index, (asker, data) in enumerate(zip(askers, answers, strict=True), 1):
         if asker.asked:
-            answer_parts += [f"part {index}: {what}" if part else what for what in asker.asked]
+            answer_parts += [f"part {index}: {what}" if asker.part else what for what in asker.asked]
         for item in template.fields:
             # absent from the answer → None (not answered); an explicit null → {} (not reported)
             given = (data[item.name] or {}) if item.name in data else None
@@ -371,7 +416,7 @@ def extract_with_llm(
             group_entries[group.name].append((index, entries))
             if extra:
                 left_out[group.name] = left_out.get(group.name, 0) + extra
-    if len(spans) > 1:
+    if len(askers) > 1:
         fields = {name: _merge(name, found) for name, found in candidates.items()}
     else:
         fields = {name: found[0][1] for name, found in candidates.items()}
@@ -394,11 +439,11 @@ def extract_with_llm(
         fields=fields,
         usage=usage,
         strategy=strategy,
-        chunks=len(spans),
+        chunks=len(askers),
         completeness=score,
         status=status,
         reason=reason,
         violations=violations,
-        tables_sent=sum(len(group) for group in chunk_tables),
+        tables_sent=sum(len(asker.tables_html) for asker in askers),
         answer_parts=answer_parts,
     )

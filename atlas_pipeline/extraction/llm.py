@@ -31,6 +31,8 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
+from atlas_pipeline.extraction.gate import RequestGate, Waited, gate_directory
+from atlas_pipeline.extraction.prices import Price
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.ops.settings import StructuredOutput, setting_default
 from atlas_pipeline.store.files import Store
@@ -82,19 +84,35 @@ class LLMConfig:
     backoff_seconds: float = field(default=setting_default("llm_backoff_seconds"))
     structured_output: StructuredOutput = field(default=setting_default("llm_structured_output"))
     max_tokens: int = field(default=setting_default("llm_max_tokens"))
+    concurrency: int = field(default=setting_default("llm_concurrency"))
+    requests_per_minute: int = field(default=setting_default("llm_requests_per_minute"))
+    tokens_per_minute: int = field(default=setting_default("llm_tokens_per_minute"))
+    gate_dir: str = field(default=setting_default("llm_gate_dir"))
 
 
 @dataclass
 class Usage:
+    """What requests cost: sent, answered from the cache, tokens (``cached_tokens``: the part of the prompt the
+    endpoint read from its prompt cache, billed lower), retries, seconds spent waiting at the gate, and money."""
+
     calls: int = 0
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+    cached_tokens: int = 0
+    waited_seconds: float = 0.0
+    cost: float = 0.0  # of the requests sent (0 without a price: see LLMClient.price)
+    reused_cost: float = 0.0  # of the answers read from the cache: what they cost when they were made
 
     def add(self, other: Usage) -> None:
-        for name in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "retries"):
+        for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """A prompt's tokens before it is sent: characters / 4 (English text with JSON), rounded up."""
+    return -(-sum(len(message.get("content") or "") for message in messages) // 4)
 
 
 @dataclass
@@ -149,15 +167,36 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
         return None
 
 
+def _spent(usage: Usage) -> dict[str, int]:
+    """What an answer cost, as its cache entry keeps it."""
+    return {name: getattr(usage, name) for name in ("prompt_tokens", "completion_tokens", "cached_tokens")}
+
+
 class LLMClient:
     """One endpoint and model. ``complete`` returns validated JSON or raises an ``LLMError``."""
 
-    def __init__(self, config: LLMConfig, cache: Store | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        config: LLMConfig,
+        cache: Store | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        gate: RequestGate | None = None,
+        price: Price | None = None,
+        currency: str = "USD",
+    ):
         if not config.base_url:
             raise LLMPermanentError("no LLM endpoint configured (set ATLAS_LLM_BASE_URL)")
         self.config = config
         self.cache = cache
         self.sleep = sleep
+        self.price = price  # None: the cost is unknown (Usage.cost stays 0; records say None)
+        self.currency = currency
+        self.gate = gate or RequestGate(
+            gate_directory(config.base_url, config.model, config.gate_dir or None),
+            config.concurrency,
+            config.requests_per_minute,
+            config.tokens_per_minute,
+        )
         self._client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key or "not-needed",
@@ -170,17 +209,16 @@ class LLMClient:
     def _call(self, messages: list[dict[str, str]], schema: dict, usage: Usage) -> str:
         """The answer's text; an answer cut at ``max_tokens`` raises ``LLMAnswerCutError``."""
         attempt = 0
+        estimate = estimate_tokens(messages)
         while True:
-            usage.calls += 1  # every request sent counts, answered or not
+            waited = Waited()
             try:
-                response = self._client.chat.completions.create(
-                    model=self.config.model,
-                    messages=messages,
-                    temperature=0,
-                    max_tokens=self.config.max_tokens,
-                    response_format=self._response_format(schema),
-                )
+                with self.gate.slot(estimate, waited):  # at most ATLAS_LLM_CONCURRENCY in flight, on this machine
+                    usage.calls += 1  # every request sent counts, answered or not
+                    sent_at = self.gate.clock()
+                    response = self._send(messages, schema)
             except openai.APIStatusError as error:
+                usage.waited_seconds += waited.seconds
                 if self._rejects_format(error):
                     fallback = FORMAT_FALLBACK[self._format]
                     LOG.warning("endpoint rejected %s output; falling back to %s", self._format, fallback)
@@ -191,11 +229,22 @@ class LLMClient:
                     continue
                 raise self._permanent(error) from None
             except (openai.APITimeoutError, openai.APIConnectionError) as error:
+                usage.waited_seconds += waited.seconds
                 attempt = self._wait_or_give_up(attempt, error, usage)
                 continue
+            usage.waited_seconds += waited.seconds
+            used = 0
             if response.usage is not None:
                 usage.prompt_tokens += response.usage.prompt_tokens or 0
                 usage.completion_tokens += response.usage.completion_tokens or 0
+                details = getattr(response.usage, "prompt_tokens_details", None)
+                cached = int(getattr(details, "cached_tokens", 0) or 0)
+                usage.cached_tokens += cached
+                used = (response.usage.prompt_tokens or 0) + (response.usage.completion_tokens or 0)
+                if self.price is not None:
+                    prompt, answer = response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
+                    usage.cost += self.price.cost(prompt, answer, cached)
+            self.gate.answered(estimate, used, sent_at)
             if not response.choices:
                 raise LLMResponseError("LLM reply had no choices")
             if response.choices[0].finish_reason == "length":
@@ -203,6 +252,24 @@ class LLMClient:
                     f"the answer was cut at ATLAS_LLM_MAX_TOKENS={self.config.max_tokens} tokens (finish_reason length)"
                 )
             return response.choices[0].message.content or ""
+
+    def _send(self, messages: list[dict[str, str]], schema: dict):
+        """One request; a refusal for the endpoint's rate (429, ``Retry-After``) slows every sender of this
+        machine before the slot is given back, so no other request slips in first."""
+        try:
+            return self._client.chat.completions.create(
+                model=self.config.model,
+                messages=messages,
+                temperature=0,
+                max_tokens=self.config.max_tokens,
+                response_format=self._response_format(schema),
+            )
+        except openai.APIStatusError as error:
+            wait = _retry_after(error)
+            if error.status_code == 429 or wait is not None:
+                window = self.gate.throttled(wait)
+                LOG.warning("LLM endpoint asked to slow down: at most %d request(s) in flight for now", int(window))
+            raise
 
     def _permanent(self, error: openai.APIStatusError) -> LLMPermanentError:
         status = error.status_code
@@ -270,7 +337,11 @@ class LLMClient:
                     cache_hits=1,
                     prompt_tokens=int(spent.get("prompt_tokens", 0)),
                     completion_tokens=int(spent.get("completion_tokens", 0)),
+                    cached_tokens=int(spent.get("cached_tokens", 0)),
                 )
+                if self.price is not None:
+                    tokens = (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+                    usage.reused_cost = self.price.cost(*tokens)
                 if cached.get("cut") and int(cached.get("max_tokens", 0)) >= self.config.max_tokens:
                     error = LLMAnswerCutError(cached["cut"])  # cut before at this limit or a higher one: no call now
                     error.usage = usage
@@ -282,7 +353,7 @@ class LLMClient:
             return self._complete(messages, schema, model, key, usage)
         except LLMAnswerCutError as error:
             if self.cache is not None:  # the same request would be cut again: remember it, and what it cost
-                spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+                spent = _spent(usage)
                 entry = {"model": self.config.model, "cut": error.reason, "max_tokens": self.config.max_tokens}
                 self.cache.write_json(llm_cache_path(key), {**entry, "usage": spent})
             error.usage.add(usage)
@@ -312,7 +383,7 @@ class LLMClient:
             if problem is not None:
                 raise LLMResponseError(f"LLM reply was not valid JSON for the schema after one repair: {problem}")
         if self.cache is not None:
-            spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+            spent = _spent(usage)
             entry = {"model": self.config.model, "data": data, "usage": spent}
             self.cache.write_json(llm_cache_path(key), entry)
         return LLMAnswer(data=data, usage=usage, cached=False)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from atlas_pipeline.extraction.extractor import extract_with_llm
 from atlas_pipeline.extraction.identifiers import find_identifiers
-from atlas_pipeline.extraction.llm import LLMClient, LLMError
+from atlas_pipeline.extraction.llm import LLMClient, LLMError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
@@ -70,6 +70,16 @@ class LLMPostprocessor(Postprocessor):
     def __init__(self, llm: LLMClient | None) -> None:
         self.llm = llm
 
+    def _account(self, record: ExtractionRecord, usage: Usage) -> None:
+        """Requests, tokens and money onto the record (no price for the model: the cost stays unknown)."""
+        record.llm_calls, record.llm_cache_hits = usage.calls, usage.cache_hits
+        record.prompt_tokens, record.completion_tokens = usage.prompt_tokens, usage.completion_tokens
+        record.cached_tokens = usage.cached_tokens
+        if self.llm is not None and self.llm.price is not None:
+            record.cost = round(usage.cost + usage.reused_cost, 6)
+            record.cost_paid = round(usage.cost, 6)
+            record.cost_currency = self.llm.currency
+
     def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
         if self.llm is None:
             record.status, record.reason = DocumentStatus.FAILED, "extract: llm mode but no LLM endpoint configured"
@@ -82,16 +92,14 @@ class LLMPostprocessor(Postprocessor):
             outcome = extract_with_llm(self.llm, inputs.template, inputs.rule, markdown, inputs.tables(), sources)
         except LLMError as error:
             record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
-            record.llm_calls, record.llm_cache_hits = error.usage.calls, error.usage.cache_hits
-            record.prompt_tokens, record.completion_tokens = error.usage.prompt_tokens, error.usage.completion_tokens
+            self._account(record, error.usage)
             return None
         record.fields = {name: result.to_dict() for name, result in outcome.fields.items()}
         record.status, record.completeness = outcome.status, outcome.completeness
         record.violations = [violation.model_dump() for violation in outcome.violations]
         record.strategy, record.chunks = outcome.strategy, outcome.chunks
         record.answer_parts = outcome.answer_parts
-        record.llm_calls, record.llm_cache_hits = outcome.usage.calls, outcome.usage.cache_hits
-        record.prompt_tokens, record.completion_tokens = outcome.usage.prompt_tokens, outcome.usage.completion_tokens
+        self._account(record, outcome.usage)
         record.unverified_fields = sum(1 for result in outcome.fields.values() if result.needs_review)
         record.reason = outcome.reason
         snapshot, template = inputs.snapshot, inputs.template

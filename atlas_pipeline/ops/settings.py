@@ -195,6 +195,29 @@ class AtlasSettings(BaseSettings):
         "json_object; a server that rejects one gets the next.",
     )
     llm_max_tokens: int = Field(4096, ge=64, le=200_000, description="Maximum tokens of one LLM answer.")
+    llm_concurrency: int = Field(
+        8,
+        ge=1,
+        le=512,
+        description="LLM requests in flight at most, across every run and process on this machine (a hosted "
+        "endpoint: 8–64; a local llama.cpp/Ollama: its parallel slots; vLLM: 16–64). A 429 halves it for a while.",
+    )
+    llm_requests_per_minute: int = Field(
+        0, ge=0, le=1_000_000, description="Requests per minute at most (0: no budget; the endpoint's 429s still slow)."
+    )
+    llm_tokens_per_minute: int = Field(
+        0, ge=0, le=1_000_000_000, description="Tokens (prompt + answer) per minute at most (0: no budget)."
+    )
+    llm_gate_dir: str = Field(
+        "",
+        description="Folder of the lock files that keep ATLAS_LLM_CONCURRENCY across processes (empty: one in the "
+        "system's temp folder, shared by every deployment of this user on this machine).",
+    )
+    llm_prices: str = Field(
+        "",
+        description="TOML price table (per model: input, cached_input, output in currency per million tokens, "
+        "batch_discount) turning tokens into cost (empty: seeds/llm_prices.toml).",
+    )
     reviewer: str = Field(
         "", description="Name recorded with review decisions when none is entered (page) or given (spreadsheet row)."
     )
@@ -268,7 +291,7 @@ class AtlasSettings(BaseSettings):
             )
         return value
 
-    @field_validator("instance_config", "executor_config", "sources", "search_sqlite")
+    @field_validator("instance_config", "executor_config", "sources", "search_sqlite", "llm_prices")
     @classmethod
     def _absolute_file(cls, value: str) -> str:
         """Config files are found from where the command started, also by the processes Dagster starts elsewhere."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.grading.statuses import ORDER, TERMINAL, DocumentStatus
 from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.review.outcome import PROVENANCES, DocumentReview, applies_to
@@ -53,6 +54,10 @@ class TaskCompletion(BaseModel):
     llm_cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    llm_cost: float = 0.0  # of the current extractions whose model has a price
+    llm_cost_currency: str = ""
+    llm_cost_per_value: float | None = None  # llm_cost over the values those extractions gave
+    documents_without_price: int = 0  # LLM extractions whose model has no price: their cost is unknown
     fields_needing_review: int = 0
     documents_approved: int = 0
     documents_awaiting_review: int = 0
@@ -61,6 +66,16 @@ class TaskCompletion(BaseModel):
     fields_by_provenance: dict[str, int] = {}
     review_quality: list[QualityRow] = []
     computed_at: str
+
+    def cost_line(self) -> str:
+        """What the current extractions cost, per value too, and how many have no price."""
+        priced = money(self.llm_cost, self.llm_cost_currency or "USD")
+        line = f"{priced} for the current extractions"
+        if self.llm_cost_per_value is not None:
+            line += f" ({money(self.llm_cost_per_value, self.llm_cost_currency or 'USD')} a value)"
+        if self.documents_without_price:
+            line += f"; {self.documents_without_price} document(s) by a model with no price: cost unknown"
+        return line
 
     def lines(self) -> list[str]:
         """A short human summary, one status a line, used by the CLI and as asset metadata."""
@@ -79,6 +94,7 @@ class TaskCompletion(BaseModel):
                 f"LLM: {self.llm_calls} call(s), {self.llm_cache_hits} cache hit(s), "
                 f"{self.prompt_tokens + self.completion_tokens} tokens; {self.fields_needing_review} field(s) to review"
             )
+            out.append("LLM cost: " + self.cost_line())
         if self.documents_approved or self.decisions:
             by = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in self.fields_by_provenance.items() if n)
             out.append(
@@ -97,6 +113,20 @@ class TaskCompletion(BaseModel):
 
 def _rate(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
+
+
+def _costs(records: list) -> dict:
+    """Money: the priced LLM extractions' total and per value given, and how many LLM extractions have no price."""
+    llm = [r for r in records if r.mode == "llm" and (r.llm_calls or r.llm_cache_hits)]
+    priced = [r for r in llm if r.cost is not None]
+    total = sum(r.cost for r in priced)
+    values = sum(1 for r in priced for field in r.fields.values() if (field or {}).get("value") is not None)
+    return {
+        "llm_cost": round(total, 6),
+        "llm_cost_currency": next((r.cost_currency for r in priced if r.cost_currency), ""),
+        "llm_cost_per_value": round(total / values, 8) if values else None,
+        "documents_without_price": len(llm) - len(priced),
+    }
 
 
 def summarise(states: list[DocumentState]) -> TaskCompletion:
@@ -124,6 +154,7 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
         llm_cache_hits=sum(r.llm_cache_hits for r in records),
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),
+        **_costs(records),
         fields_needing_review=sum(r.unverified_fields for r in records),
         documents_approved=sum(1 for review in reviews if review.approved),
         documents_awaiting_review=sum(1 for review in reviews if not review.approved),

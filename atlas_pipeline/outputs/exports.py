@@ -59,6 +59,10 @@ SCHEMA = {
     "llm_cache_hits": pl.Int64,
     "prompt_tokens": pl.Int64,
     "completion_tokens": pl.Int64,
+    "cached_tokens": pl.Int64,
+    "cost": pl.Float64,
+    "cost_paid": pl.Float64,
+    "cost_currency": pl.String,
     "extracted_at": pl.String,
 }
 
@@ -95,6 +99,10 @@ def document_row(state: DocumentState) -> dict:
         "llm_cache_hits": ext.llm_cache_hits if ext else None,
         "prompt_tokens": ext.prompt_tokens if ext else None,
         "completion_tokens": ext.completion_tokens if ext else None,
+        "cached_tokens": ext.cached_tokens if ext else None,
+        "cost": ext.cost if ext else None,  # empty: no price for the model (not free)
+        "cost_paid": ext.cost_paid if ext else None,
+        "cost_currency": ext.cost_currency or None if ext else None,
         "extracted_at": ext.extracted_at if ext else None,
     }
 
@@ -352,7 +360,19 @@ def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
     rows += [{"figure": f"fields_{name}", "count": count} for name, count in completion.fields_by_provenance.items()]
     if completion.average_processing_seconds is not None:
         rows.append({"figure": "average_processing_seconds", "seconds": completion.average_processing_seconds})
-    schema = {"figure": pl.String, "count": pl.Int64, "rate": pl.Float64, "seconds": pl.Float64}
+    currency = completion.llm_cost_currency or None
+    rows.append({"figure": "llm_cost", "amount": completion.llm_cost, "currency": currency})
+    if completion.llm_cost_per_value is not None:
+        rows.append({"figure": "llm_cost_per_value", "amount": completion.llm_cost_per_value, "currency": currency})
+    rows.append({"figure": "documents_without_price", "count": completion.documents_without_price})
+    schema = {
+        "figure": pl.String,
+        "count": pl.Int64,
+        "rate": pl.Float64,
+        "seconds": pl.Float64,
+        "amount": pl.Float64,
+        "currency": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 

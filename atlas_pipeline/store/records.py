@@ -113,6 +113,10 @@ class ExtractionRecord(BaseModel):
     llm_cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens the endpoint read from its prompt cache
+    cost: float | None = None  # of every answer this extraction used (None: the model has no price)
+    cost_paid: float | None = None  # of the requests sent to make this record (answers from the cache are free)
+    cost_currency: str = ""
     unverified_fields: int = 0  # fields that need review: approximate or unverified tier, or flagged
     violations: list[dict[str, Any]] = Field(default_factory=list)  # consistency checks that do not hold
     extracted_at: str
