@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test test-fast dev status screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-search bench-soak
+.PHONY: run test test-fast dev status screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-search bench-soak bench-llm
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -36,7 +36,7 @@ eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (ev
 	$(BIN)/python -m eval.fidelity
 	$(BIN)/python -m eval.duplicates
 
-bench: bench-quotes bench-ingest bench-pipeline bench-scale bench-search bench-soak ## Every benchmark (about 90 minutes)
+bench: bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-search bench-soak ## Every benchmark (about 90 minutes)
 
 bench-quotes: setup
 	$(BIN)/python -m bench.quotes
@@ -46,6 +46,9 @@ bench-ingest: setup
 
 bench-pipeline: setup
 	$(BIN)/python -m bench.pipeline
+
+bench-llm: setup ## Requests in flight: atlas run, batches and the daemon against an endpoint with a set latency (about 5 minutes)
+	$(BIN)/python -m bench.llm
 
 bench-scale: setup
 	$(BIN)/python -m bench.scale

@@ -67,11 +67,20 @@ def command_run(args: argparse.Namespace) -> int:
     print(f"rule:           {atlas.rule} ({atlas.mode(rule)} mode, template {template.code})")
     print(f"parser:         {atlas.parser_choice().summary()}")
     print(f"dagster home:   {home}")
+    batch = args.batch or (settings.llm_concurrency if atlas.mode(rule) == "llm" else 1)
+    if atlas.mode(rule) == "llm":
+        print(
+            f"llm:            {settings.llm_model}, {settings.llm_concurrency} request(s) in flight at most, "
+            f"{batch} document(s) a run"
+        )
     scan = refresh_catalog(atlas.open_knowledge_base(), store)
     print(f"scan: {scan.summary()}")
     with dg.DagsterInstance.get() as instance:
         for run_id in reap_dead_runs(instance):
             print(f"run {run_id[:8]} had lost its process: marked failed, its document runs again")
+        batch_mode = settings.llm_batch and atlas.mode(rule) == "llm" and not args.estimate
+        if batch_mode:  # answers that arrived: their documents are `waiting`, so they run below and are graded
+            _batch_tick(settings, store, "start")
         existing = set(instance.get_dynamic_partitions(documents_partitions.name))
         new_keys = [key for key in scan.catalog.entries if key not in existing]
         if new_keys:
@@ -107,7 +116,7 @@ def command_run(args: argparse.Namespace) -> int:
         with stop_on_signals() as received:
             try:
                 for number, (key, success, seconds) in enumerate(
-                    run_documents(keys, args.workers, defs, instance, args.batch), 1
+                    run_documents(keys, args.workers, defs, instance, batch), 1
                 ):
                     record = read_record(store, key, "extraction", ExtractionRecord)
                     if success and record is not None:
@@ -127,6 +136,18 @@ def command_run(args: argparse.Namespace) -> int:
                 flush=True,
             )
             return 128 + received.get("signal", signal.SIGINT)
+        if batch_mode:  # the requests this run queued go out now, as one batch
+            _batch_tick(settings, store, "end")
+            waiting = [
+                key
+                for key in keys
+                if (r := read_record(store, key, "extraction", ExtractionRecord)) and r.status == "waiting"
+            ]
+            if waiting:
+                print(
+                    f"{len(waiting)} document(s) waiting at the endpoint's Batch API: run `atlas run` again later, or "
+                    "keep `atlas dev` running (the llm_batch_sensor looks every ATLAS_LLM_BATCH_POLL_SECONDS)"
+                )
         if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
             for report in import_inbox(Store(settings.review_inbox), store, template, settings.reviewer):
                 print(f"review inbox: {report.summary()}")
@@ -218,11 +239,40 @@ def command_status(args: argparse.Namespace) -> int:
         states = _states(instance, AtlasResource.from_settings(settings))
     _print_summary(states)
     _print_sources(settings)
+    if settings.llm_batch:
+        _print_batches(AtlasResource.from_settings(settings).store())
     if args.documents:
         for state in states:
             removed = " [source removed]" if state.source_removed else ""
             print(f"{state.key:<50} {state.status.value:<11} {state.reason}{removed}")
     return 0
+
+
+def _print_batches(store) -> None:
+    """Batch API mode: what waits to be sent and what waits at the endpoint (as last seen; nothing is asked)."""
+    from atlas_pipeline.extraction.batches import BatchQueue
+
+    queue = BatchQueue(store)
+    batches = queue.open_batches()
+    print(f"Batch API: {len(queue.queued())} request(s) queued for the next batch, {len(batches)} batch(es) open")
+    for batch in batches:
+        print(
+            f"  {batch['id']}: {batch['status']}, {len(batch['keys'])} request(s) for {len(batch['documents'])} "
+            f"document(s), submitted {batch['submitted_at']}"
+        )
+
+
+def _batch_tick(settings, store, when: str) -> None:
+    """Batch API mode: submit what is queued and take in what arrived (``atlas run`` at its start and end)."""
+    from atlas_pipeline.defs.resources import LLMResource
+    from atlas_pipeline.extraction.llm import LLMError
+
+    try:
+        report = LLMResource.from_settings(settings).client(cache=store).batch_tick()
+    except LLMError as error:
+        print(f"Batch API ({when}): {error.reason}; the queue is kept, `atlas run` looks again")
+        return
+    print(f"Batch API ({when}): {report.summary()}")
 
 
 def _print_sources(settings) -> None:
@@ -700,9 +750,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--batch",
         type=int,
-        default=1,
+        default=0,
         metavar="N",
-        help="documents per Dagster run (default 1; e.g. 50 for bulk loads: Dagster's per-run cost is paid once)",
+        help="documents per Dagster run (default: 1, or ATLAS_LLM_CONCURRENCY in LLM mode so that a run's documents "
+        "are extracted at once; e.g. 50 for bulk loads: Dagster's per-run cost is paid once)",
     )
     run.add_argument(
         "--estimate",

@@ -12,6 +12,7 @@ from atlas_pipeline.defs.sensors import (
     build_cancellation_sensor,
     build_freshness_sensor,
     build_knowledge_base_sensor,
+    build_llm_batch_sensor,
     build_review_sensor,
 )
 from atlas_pipeline.defs.source_sensors import build_source_sensors
@@ -43,6 +44,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
             build_freshness_sensor(settings),
             build_cancellation_sensor(settings),
             *build_source_sensors(settings),
+            *([build_llm_batch_sensor(settings)] if settings.llm_batch and settings.llm_base_url else []),
         ],
         resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},
         executor=build_executor(settings.executor, settings.executor_config),

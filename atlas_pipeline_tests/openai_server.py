@@ -2,20 +2,29 @@
 
 ``POST /v1/chat/completions`` answers with the next scripted step, or the default step when the script is used up:
 ``{"status": 200, "content": "..."}`` a completion; ``{"status": 429|500|401|400, "message": "..."}`` an API error;
-``{"delay": 3}`` waits first (timeouts); ``{"when": "part 2 of"}`` answers only a request that says so; ``{"drop": true}`` closes the connection without an answer;
+``{"delay": 3}`` waits first (timeouts); ``{"when": "part 2 of"}`` answers only a request that says so;
+``{"drop": true}`` closes the connection without an answer;
 ``{"answer": {...}}`` answers like a model that knows the whole answer: only the fields the request's schema asks
 for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
 ``"max_tokens": true`` on a step makes the server honour the request's ``max_tokens`` as a real one does: a longer
 answer (characters ÷ 4) is cut there with ``finish_reason: "length"``.
-``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests; with ``"capacity": N``
+``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests, files and batches; with ``"capacity": N``
 a request arriving while N are being answered gets a 429 with ``Retry-After: <"retry_after", default 1>`` (a
 rate-limited endpoint). ``GET /_requests`` returns the request bodies received since (``_received``: the time, and
 ``_refused`` for a capacity 429); ``GET /_stats`` how many were in flight at most and now.
+
+The Batch API as OpenAI documents it: ``POST /v1/files`` (multipart, purpose ``batch``), ``POST /v1/batches``,
+``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``. A batch stays ``in_progress`` until the test says
+``POST /_batches {"action": "complete"}`` (every request answered by the script, in the output file, or in the error
+file when its step is an error), ``{"action": "expire", "answered": N}`` (the first N answered, the rest
+``batch_expired``) or ``{"action": "fail"}`` (the input file refused). ``GET /_batches`` lists them.
 """
 
 from __future__ import annotations
 
 import argparse
+import email.parser
+import email.policy
 import json
 import re
 import threading
@@ -23,6 +32,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = {"steps": [], "default": {"status": 500, "message": "no script"}, "requests": [], "capacity": 0}
+FILES: dict[str, bytes] = {}
+BATCHES: dict[str, dict] = {}
 FLIGHT = {"now": 0, "most": 0}
 LOCK = threading.Lock()
 
@@ -48,7 +59,27 @@ class Handler(BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(length) or b"{}")
 
     def do_GET(self) -> None:
-        if self.path == "/_requests":
+        batch = re.fullmatch(r"/v1/batches/([\w-]+)", self.path)
+        content = re.fullmatch(r"/v1/files/([\w-]+)/content", self.path)
+        if batch:
+            with LOCK:
+                found = BATCHES.get(batch.group(1))
+                self._send(200, found) if found else self._send(404, {"error": {"message": "no such batch"}})
+        elif content:
+            with LOCK:
+                data = FILES.get(content.group(1))
+            if data is None:
+                self._send(404, {"error": {"message": "no such file"}})
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif self.path == "/_batches":
+            with LOCK:
+                self._send(200, {"batches": list(BATCHES.values())})
+        elif self.path == "/_requests":
             with LOCK:
                 self._send(200, {"requests": STATE["requests"]})
         elif self.path == "/_stats":
@@ -58,12 +89,27 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
 
     def do_POST(self) -> None:
+        if self.path.endswith("/v1/files"):
+            self._upload()
+            return
         body = self._body()
+        if self.path.endswith("/v1/batches"):
+            self._create_batch(body)
+            return
+        if self.path == "/_batches":
+            with LOCK:
+                for batch in BATCHES.values():
+                    if batch["status"] == "in_progress":
+                        _end_batch(batch, body)
+            self._send(200, {"ok": True})
+            return
         if self.path == "/_script":
             with LOCK:
                 STATE["steps"] = list(body.get("steps", []))
                 STATE["default"] = body.get("default", STATE["default"])
                 STATE["requests"] = []
+                FILES.clear()
+                BATCHES.clear()
                 STATE["capacity"] = int(body.get("capacity") or 0)
                 STATE["retry_after"] = str(body.get("retry_after", 1))
                 FLIGHT["most"] = FLIGHT["now"]
@@ -89,6 +135,53 @@ class Handler(BaseHTTPRequestHandler):
                 with LOCK:
                     FLIGHT["now"] -= 1
 
+    def _upload(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + self.headers["Content-Type"].encode() + b"\r\n\r\n" + raw
+        )
+        parts = {part.get_param("name", header="content-disposition"): part for part in message.iter_parts()}
+        data = parts["file"].get_payload(decode=True)
+        with LOCK:
+            file_id = f"file-{len(FILES) + 1}"
+            FILES[file_id] = data
+        purpose = parts["purpose"].get_payload(decode=True).decode() if "purpose" in parts else ""
+        self._send(
+            200,
+            {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(data),
+                "created_at": int(time.time()),
+                "filename": parts["file"].get_filename() or "upload.jsonl",
+                "purpose": purpose,
+                "status": "processed",
+            },
+        )
+
+    def _create_batch(self, body: dict) -> None:
+        with LOCK:
+            if body.get("input_file_id") not in FILES:
+                self._send(400, {"error": {"message": "no such input file", "type": "invalid_request_error"}})
+                return
+            total = len(FILES[body["input_file_id"]].splitlines())
+            batch = {
+                "id": f"batch_{len(BATCHES) + 1}",
+                "object": "batch",
+                "endpoint": body.get("endpoint"),
+                "input_file_id": body["input_file_id"],
+                "completion_window": body.get("completion_window"),
+                "status": "in_progress",
+                "created_at": int(time.time()),
+                "output_file_id": None,
+                "error_file_id": None,
+                "errors": None,
+                "request_counts": {"total": total, "completed": 0, "failed": 0},
+            }
+            BATCHES[batch["id"]] = batch
+        self._send(200, batch)
+
     def _answer(self, body: dict, step: dict) -> None:
         if step.get("delay"):
             time.sleep(float(step["delay"]))
@@ -96,38 +189,65 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
-        status = int(step.get("status", 200))
-        if status != 200:
-            error = {
-                "error": {"message": step.get("message", f"scripted {status}"), "type": "scripted", "code": status}
-            }
-            self._send(status, error, step.get("headers"))
-            return
-        content = step.get("content", "")
-        if "answer" in step:
-            content = json.dumps(_asked_for(step["answer"], body))
-        finish = "stop"
-        limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        if step.get("max_tokens") and limit and len(content) // 4 > int(limit):
-            content, finish = content[: int(limit) * 4], "length"
-        prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
-        self._send(
-            200,
-            {
-                "id": "chatcmpl-scripted",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "scripted"),
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_chars // 4,
-                    "completion_tokens": len(content) // 4,
-                    "total_tokens": prompt_chars // 4 + len(content) // 4,
-                },
-            },
-        )
+        status, payload = _completion(body, step)
+        self._send(status, payload, step.get("headers") if status != 200 else None)
+
+
+def _completion(body: dict, step: dict) -> tuple[int, dict]:
+    """The status and body answering a chat-completions request with a scripted step."""
+    status = int(step.get("status", 200))
+    if status != 200:
+        return status, {
+            "error": {"message": step.get("message", f"scripted {status}"), "type": "scripted", "code": status}
+        }
+    content = step.get("content", "")
+    if "answer" in step:
+        content = json.dumps(_asked_for(step["answer"], body))
+    finish = "stop"
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if step.get("max_tokens") and limit and len(content) // 4 > int(limit):
+        content, finish = content[: int(limit) * 4], "length"
+    prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+    return 200, {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt_chars // 4,
+            "completion_tokens": len(content) // 4,
+            "total_tokens": prompt_chars // 4 + len(content) // 4,
+        },
+    }
+
+
+def _end_batch(batch: dict, control: dict) -> None:
+    """End a batch as the test says: answered (output and error files), expired after N answers, or failed."""
+    if control.get("action") == "fail":
+        batch["status"] = "failed"
+        batch["errors"] = {"object": "list", "data": [{"code": "invalid_file", "message": "the input file is invalid"}]}
+        return
+    lines = [json.loads(line) for line in FILES[batch["input_file_id"]].splitlines() if line.strip()]
+    answered = len(lines) if control.get("action") != "expire" else int(control.get("answered", 0))
+    output, errors = [], []
+    for number, line in enumerate(lines):
+        record = {"id": f"batch_req_{number}", "custom_id": line["custom_id"], "response": None, "error": None}
+        if number >= answered:
+            record["error"] = {"code": "batch_expired", "message": "not executed before the window expired"}
+            errors.append(record)
+            continue
+        STATE["requests"].append({**line["body"], "_batch": batch["id"], "_received": time.time()})
+        status, payload = _completion(line["body"], _next_step(line["body"]))
+        record["response"] = {"status_code": status, "request_id": f"req_{number}", "body": payload}
+        (output if status == 200 else errors).append(record)
+    for kind, records in (("output_file_id", output), ("error_file_id", errors)):
+        if records:
+            file_id = f"file-{len(FILES) + 1}"
+            FILES[file_id] = "\n".join(json.dumps(record) for record in records).encode()
+            batch[kind] = file_id
+    batch["status"] = "expired" if control.get("action") == "expire" else "completed"
+    batch["request_counts"] = {"total": len(lines), "completed": len(output), "failed": len(errors)}
 
 
 def _next_step(body: dict) -> dict:

@@ -110,6 +110,14 @@ class ScriptedLLM:
         with urllib.request.urlopen(self.root + "/_requests", timeout=10) as response:
             return json.loads(response.read())["requests"]
 
+    def end_batches(self, action: str = "complete", answered: int = 0) -> None:
+        """End every open Batch API batch: ``complete``, ``expire`` after ``answered`` answers, or ``fail``."""
+        self._post("/_batches", {"action": action, "answered": answered})
+
+    def batches(self) -> list[dict]:
+        with urllib.request.urlopen(self.root + "/_batches", timeout=10) as response:
+            return json.loads(response.read())["batches"]
+
     def most_in_flight(self) -> int:
         """The most requests the server was answering at once since the last script."""
         with urllib.request.urlopen(self.root + "/_stats", timeout=10) as response:

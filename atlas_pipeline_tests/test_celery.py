@@ -1,7 +1,7 @@
 """Scale-out for real: two Celery workers (their own processes and working directories, a Redis broker) run the
 document steps of runs the daemon launches, with the instance on PostgreSQL and everything else on S3 — nothing
-shared but what a real deployment shares. A worker killed mid-step is recovered; the pools hold across workers; the
-LLM answers are cached on S3; the UI started with the guide's command shows the runs."""
+shared but what a real deployment shares. A worker killed mid-step is recovered; the parse pool and the LLM request
+gate hold across workers; the LLM answers are cached on S3; the UI started with the guide's command shows the runs."""
 
 import itertools
 import json
@@ -68,8 +68,9 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
     database = create_database(postgres_cluster, "celery_scale_out")
     for name, value in database.items():  # this process reads the instance too
         monkeypatch.setenv(name, value)
-    # the parse and llm pools at one step at a time, to see them hold across the workers; the model answers nothing
-    # (each document "incomplete"), enough to see every extraction ask it once and keep the answer on S3
+    # the parse pool at one step at a time and one LLM request in flight (the request gate), to see both hold across
+    # the workers; the model answers nothing (each document "incomplete"), enough to see every extraction ask it once
+    # and keep the answer on S3
     with (
         scripted_openai_server(tmp_path) as llm,
         celery_deployment(
@@ -78,11 +79,11 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
             workers=2,
             visibility_timeout=WORKER_LOST_AFTER,
             pool_limit=1,
-            extra_env={"ATLAS_LLM_BASE_URL": llm.base_url},
+            extra_env={"ATLAS_LLM_BASE_URL": llm.base_url, "ATLAS_LLM_CONCURRENCY": "1"},
             webserver=True,
         ) as cluster,
     ):
-        llm.script(default={"content": "{}"})
+        llm.script(default={"content": "{}", "delay": 0.3})
         instance, daemon = cluster.instance, cluster.daemon
         fs = cluster.fs
         for name, relative in DOCUMENTS.items():
@@ -139,12 +140,12 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
         parses = _step_intervals(instance, "document_parse")
         assert len(parses) == 5
         assert any(run == victim and end > killed_at for _, end, _, run in parses), parses
-        # the parse and llm pools (one at a time) held across the two workers: no two such steps overlapped
-        extractions = _step_intervals(instance, "document_extraction")
-        assert len(extractions) == 5
-        for intervals in (parses, extractions):
-            for (_, end, _, _), (start, _, _, _) in itertools.pairwise(intervals):
-                assert start >= end - 0.05, intervals
+        # the parse pool (one at a time) held across the two workers: no two parses overlapped
+        for (_, end, _, _), (start, _, _, _) in itertools.pairwise(parses):
+            assert start >= end - 0.05, parses
+        # the request gate (ATLAS_LLM_CONCURRENCY=1) held across the workers' processes: one request at a time
+        assert len(_step_intervals(instance, "document_extraction")) == 5
+        assert llm.most_in_flight() == 1
         # each readable document asked the model once; the answers are kept on S3 for any worker to find
         asked = llm.requests()  # a long document may be read in chunks: a request each
         assert len(asked) >= 4 and len(fs.find(f"{BUCKET}/artifacts/llm_cache")) == len(asked), asked

@@ -62,7 +62,9 @@ def test_the_estimate_comes_before_anything_is_sent_and_matches_what_is_used(
     price = PRICES.price_of("gpt-4o-mini")
     assert record.cost == round(price.cost(record.prompt_tokens, record.completion_tokens), 6) > 0
     assert record.cost_paid == record.cost and record.cost_currency == "USD"
-    assert re.search(r"LLM this run: 1 request\(s\), 0 answered by the cache, about [\d,]+ tokens, \$0\.0\d+", ran.stdout)
+    assert re.search(
+        r"LLM this run: 1 request\(s\), 0 answered by the cache, about [\d,]+ tokens, \$0\.0\d+", ran.stdout
+    )
     assert "LLM cost: $0.0" in ran.stdout and "a value)" in ran.stdout
     documents = pl.read_csv(tmp_path / "exports" / "atlas_documents.csv")
     assert documents["cost"][0] == record.cost and documents["cost_currency"][0] == "USD"

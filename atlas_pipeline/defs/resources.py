@@ -9,6 +9,7 @@ from urllib.parse import quote
 import dagster as dg
 
 from atlas_pipeline.defs.document_states import collect_document_states
+from atlas_pipeline.extraction.batches import BatchQueue
 from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
 from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
@@ -213,7 +214,7 @@ class AtlasResource(dg.ConfigurableResource):
         return entry
 
 
-_NOT_COPIED = ("api_key", "prices")
+_NOT_COPIED = ("api_key", "prices")  # the key an EnvVar, the price table's file found in the seeds
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -232,6 +233,8 @@ class LLMResource(dg.ConfigurableResource):
     requests_per_minute: int
     tokens_per_minute: int
     gate_dir: str
+    batch: bool
+    batch_poll_seconds: int
     prices: str  # the price table file (ATLAS_LLM_PRICES, else the seeds folder's llm_prices.toml)
 
     @classmethod
@@ -250,7 +253,8 @@ class LLMResource(dg.ConfigurableResource):
 
         table = self.price_table()
         config = LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__})
-        return LLMClient(config, cache, price=table.price_of(self.model), currency=table.currency)
+        batch = BatchQueue(cache) if self.batch and cache is not None else None
+        return LLMClient(config, cache, price=table.price_of(self.model), currency=table.currency, batch=batch)
 
     def price_table(self) -> PriceTable:
         """The price table; a missing file is an empty table (every cost unknown), a broken one an error."""

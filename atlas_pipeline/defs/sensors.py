@@ -12,7 +12,7 @@ from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
 from atlas_pipeline.defs.document_states import aggregates_behind, already_extracted
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
@@ -204,6 +204,36 @@ def build_cancellation_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         return dg.RunRequest(run_key=f"cancelled:{run.run_id}")
 
     return cancelled_documents_sensor
+
+
+def build_llm_batch_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="llm_batch_sensor",
+        jobs=[document_job],
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=settings.llm_batch_poll_seconds,
+        description="Batch API mode (ATLAS_LLM_BATCH): submits the queued extraction requests as a batch, looks at "
+        "the open batches, takes in the answers of those that ended and runs their documents again to grade them.",
+    )
+    def llm_batch_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource, llm: LLMResource):
+        from atlas_pipeline.extraction.llm import LLMError  # openai loads only where an LLM is called
+
+        client = llm.client(cache=atlas.store())
+        try:
+            report = client.batch_tick()
+        except LLMError as error:  # the endpoint is away: nothing lost, the next tick looks again
+            return dg.SensorResult(skip_reason=f"Batch API: {error.reason}")
+        context.log.info(report.summary())
+        stamp = context.cursor or "0"
+        requests = [
+            dg.RunRequest(run_key=f"batch-answers:{key}:{stamp}", partition_key=key, job_name=document_job.name)
+            for key in sorted(report.ready)
+        ]
+        return dg.SensorResult(
+            run_requests=requests, cursor=str(int(stamp) + 1), skip_reason=None if requests else report.summary()
+        )
+
+    return llm_batch_sensor
 
 
 def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:

@@ -142,5 +142,6 @@ def estimate_document(
     if price is None:
         estimate.cost = None
     else:
-        estimate.cost = price.cost(estimate.prompt_tokens, estimate.completion_tokens)
+        batch = client.batch is not None  # ATLAS_LLM_BATCH: at the Batch API's price
+        estimate.cost = price.cost(estimate.prompt_tokens, estimate.completion_tokens, batch=batch)
     return estimate

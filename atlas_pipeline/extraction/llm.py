@@ -17,6 +17,7 @@ The API key is only handed to the ``openai`` client; it is never logged, cached 
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import hashlib
 import json
@@ -31,6 +32,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
+from atlas_pipeline.extraction.batches import BatchQueue, PollReport
 from atlas_pipeline.extraction.gate import RequestGate, Waited, gate_directory
 from atlas_pipeline.extraction.prices import Price
 from atlas_pipeline.ops.redaction import redact
@@ -65,6 +67,10 @@ class LLMTransientError(LLMError):
 
 class LLMResponseError(LLMError):
     """The reply was not valid JSON for the schema, even after one repair request."""
+
+
+class LLMQueuedError(LLMError):
+    """Batch mode: the request is queued for (or in) a Batch API batch; the document waits for its answer."""
 
 
 class LLMAnswerCutError(LLMError):
@@ -183,6 +189,7 @@ class LLMClient:
         gate: RequestGate | None = None,
         price: Price | None = None,
         currency: str = "USD",
+        batch: BatchQueue | None = None,
     ):
         if not config.base_url:
             raise LLMPermanentError("no LLM endpoint configured (set ATLAS_LLM_BASE_URL)")
@@ -191,6 +198,8 @@ class LLMClient:
         self.sleep = sleep
         self.price = price  # None: the cost is unknown (Usage.cost stays 0; records say None)
         self.currency = currency
+        self.batch = batch  # ATLAS_LLM_BATCH: requests not in the cache are queued for the Batch API, not sent
+        self.document = ""  # whose requests these are (for_document)
         self.gate = gate or RequestGate(
             gate_directory(config.base_url, config.model, config.gate_dir or None),
             config.concurrency,
@@ -327,27 +336,39 @@ class LLMClient:
         return type(error).__name__
 
     # -- JSON with one repair -----------------------------------------------------------------------------------
+    def batch_tick(self) -> PollReport:
+        """Batch mode: submit the queued requests, take in the answers of the batches that ended."""
+        if self.batch is None:
+            raise LLMPermanentError("the Batch API is not on (ATLAS_LLM_BATCH)")
+        try:
+            submitted = self.batch.submit(self._client)
+            report = self.batch.poll(self._client, self.config.model)
+        except openai.APIStatusError as error:
+            raise LLMTransientError(f"Batch API: HTTP {error.status_code}: {_server_message(error)}") from None
+        except (openai.APITimeoutError, openai.APIConnectionError) as error:
+            raise LLMTransientError(f"Batch API: {self._describe(error)}") from None
+        report.submitted = submitted
+        return report
+
+    def for_document(self, key: str) -> LLMClient:
+        """The same client, naming the document its requests are for (the Batch API queue records who waits)."""
+        named = copy.copy(self)
+        named.document = key
+        return named
+
     def complete(self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel]) -> LLMAnswer:
         key = cache_key(self.config.model, messages, schema)
         if self.cache is not None:
             cached = self.cache.read_json_or(llm_cache_path(key), None)
-            if cached is not None:  # no request now; the tokens are what the answer cost when it was made
-                spent = cached.get("usage") or {}
-                usage = Usage(
-                    cache_hits=1,
-                    prompt_tokens=int(spent.get("prompt_tokens", 0)),
-                    completion_tokens=int(spent.get("completion_tokens", 0)),
-                    cached_tokens=int(spent.get("cached_tokens", 0)),
-                )
-                if self.price is not None:
-                    tokens = (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
-                    usage.reused_cost = self.price.cost(*tokens)
-                if cached.get("cut") and int(cached.get("max_tokens", 0)) >= self.config.max_tokens:
-                    error = LLMAnswerCutError(cached["cut"])  # cut before at this limit or a higher one: no call now
-                    error.usage = usage
-                    raise error
-                if not cached.get("cut"):
-                    return LLMAnswer(data=cached["data"], usage=usage, cached=True)
+            if cached is not None:
+                return self._from_cache(key, cached, messages, schema, model)
+        if self.batch is not None:
+            refused = self.batch.take_failure(key)
+            if refused is not None:
+                raise LLMPermanentError(refused)
+            where = self.batch.enqueue(key, self._body(messages, schema), self.document)
+            state = "queued for the next batch" if where == "queued" else f"in batch {where}"
+            raise LLMQueuedError(f"waiting at the endpoint's Batch API: a request {state}")
         usage = Usage()
         try:
             return self._complete(messages, schema, model, key, usage)
@@ -362,6 +383,88 @@ class LLMClient:
             error.usage.add(usage)
             raise
 
+    def _from_cache(
+        self, key: str, cached: dict, messages: list[dict[str, str]], schema: dict, model: type[BaseModel]
+    ) -> LLMAnswer:
+        """An answer made before — no request now; its tokens are what it cost when it was made. An answer the
+        Batch API brought (``unread``) counts once as a request sent, at the batch price."""
+        spent = cached.get("usage") or {}
+        tokens = {name: int(spent.get(name, 0)) for name in ("prompt_tokens", "completion_tokens", "cached_tokens")}
+        unread = bool(cached.get("unread"))
+        usage = Usage(calls=1, **tokens) if unread else Usage(cache_hits=1, **tokens)
+        if self.price is not None:
+            cost = self.price.cost(*tokens.values(), batch=bool(cached.get("batch")))
+            if unread:
+                usage.cost = cost
+            else:
+                usage.reused_cost = cost
+        if unread:
+            cached = {name: value for name, value in cached.items() if name != "unread"}
+        if cached.get("cut"):
+            if unread:
+                self.cache.write_json(llm_cache_path(key), cached)
+            if int(cached.get("max_tokens", 0)) >= self.config.max_tokens:
+                error = LLMAnswerCutError(cached["cut"])  # cut before at this limit or a higher one: no call now
+                error.usage = usage
+                raise error
+            return self._complete_fresh(messages, schema, model, key, usage)
+        if "content" in cached:  # a Batch API answer, not read yet: parsed like one that just arrived
+            data, problem = self._parse(cached["content"], model)
+            if problem is not None:
+                LOG.warning("Batch API reply was not valid (%s); asking once for a repair", problem)
+                try:
+                    repaired = self.complete(self._repair(messages, cached["content"], problem), schema, model)
+                except LLMQueuedError:
+                    if unread:
+                        self.cache.write_json(llm_cache_path(key), cached)
+                    raise
+                data = repaired.data
+                usage.add(repaired.usage)
+            cached = {name: value for name, value in cached.items() if name != "content"} | {"data": data}
+            self.cache.write_json(llm_cache_path(key), cached)
+        elif unread:
+            self.cache.write_json(llm_cache_path(key), cached)
+        return LLMAnswer(data=cached["data"], usage=usage, cached=not unread)
+
+    def _complete_fresh(
+        self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel], key: str, usage: Usage
+    ) -> LLMAnswer:
+        """Asked again now (a cut answer under a higher limit): what the cached attempt cost is counted too."""
+        if self.batch is not None:
+            self.cache.delete(llm_cache_path(key))
+            return self.complete(messages, schema, model)
+        fresh = Usage()
+        try:
+            answer = self._complete(messages, schema, model, key, fresh)
+        except LLMError as error:
+            error.usage.add(fresh)
+            raise
+        answer.usage.add(usage)
+        return answer
+
+    def _body(self, messages: list[dict[str, str]], schema: dict) -> dict[str, Any]:
+        """The request as the Batch API sends it (the same as a request sent now)."""
+        return {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": self.config.max_tokens,
+            "response_format": self._response_format(schema),
+        }
+
+    @staticmethod
+    def _repair(messages: list[dict[str, str]], content: str, problem: str) -> list[dict[str, str]]:
+        """The one repair request: the conversation, the invalid reply, and what was wrong with it."""
+        return [
+            *messages,
+            {"role": "assistant", "content": content[:20_000]},
+            {
+                "role": "user",
+                "content": f"Your reply was not valid: {problem}. Reply again with only the JSON object that "
+                "matches the schema, with the same content.",
+            },
+        ]
+
     def _complete(
         self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel], key: str, usage: Usage
     ) -> LLMAnswer:
@@ -369,16 +472,7 @@ class LLMClient:
         data, problem = self._parse(content, model)
         if problem is not None:
             LOG.warning("LLM reply was not valid (%s); asking once for a repair", problem)
-            repair = [
-                *messages,
-                {"role": "assistant", "content": content[:20_000]},
-                {
-                    "role": "user",
-                    "content": f"Your reply was not valid: {problem}. Reply again with only the JSON object that "
-                    "matches the schema, with the same content.",
-                },
-            ]
-            content = self._call(repair, schema, usage)
+            content = self._call(self._repair(messages, content, problem), schema, usage)
             data, problem = self._parse(content, model)
             if problem is not None:
                 raise LLMResponseError(f"LLM reply was not valid JSON for the schema after one repair: {problem}")

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from atlas_pipeline.extraction.extractor import extract_with_llm
 from atlas_pipeline.extraction.identifiers import find_identifiers
-from atlas_pipeline.extraction.llm import LLMClient, LLMError, Usage
+from atlas_pipeline.extraction.llm import LLMClient, LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
@@ -89,7 +89,12 @@ class LLMPostprocessor(Postprocessor):
         record.llm_model = self.llm.config.model
         try:
             sources = PromptSources.of_parse(inputs.parse.provider)
-            outcome = extract_with_llm(self.llm, inputs.template, inputs.rule, markdown, inputs.tables(), sources)
+            llm = self.llm.for_document(record.key)
+            outcome = extract_with_llm(llm, inputs.template, inputs.rule, markdown, inputs.tables(), sources)
+        except LLMQueuedError as error:  # batch mode: graded when the answers arrive
+            record.status, record.reason, record.retryable = DocumentStatus.WAITING, error.reason, True
+            self._account(record, error.usage)
+            return None
         except LLMError as error:
             record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
             self._account(record, error.usage)

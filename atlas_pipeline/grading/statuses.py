@@ -8,6 +8,7 @@ from enum import StrEnum
 class DocumentStatus(StrEnum):
     PENDING = "pending"  # known (partition exists), not processed yet
     EXTRACTING = "extracting"  # a run is working on it
+    WAITING = "waiting"  # its LLM requests wait at the endpoint's Batch API; extracted when the answers arrive
     DONE = "done"
     APPROVED = "approved"  # extracted, and every value decided by a person or accepted by the team's policy
     PARTIAL = "partial"

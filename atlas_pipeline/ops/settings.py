@@ -208,6 +208,17 @@ class AtlasSettings(BaseSettings):
     llm_tokens_per_minute: int = Field(
         0, ge=0, le=1_000_000_000, description="Tokens (prompt + answer) per minute at most (0: no budget)."
     )
+    llm_batch: bool = Field(
+        False,
+        description="Send extraction requests through the endpoint's Batch API (OpenAI: half price, answers within "
+        "24 h): documents wait at the endpoint and are graded when their answers arrive.",
+    )
+    llm_batch_poll_seconds: int = Field(
+        60,
+        ge=5,
+        le=86_400,
+        description="Seconds between two looks at the Batch API (submit queued requests, fetch answers).",
+    )
     llm_gate_dir: str = Field(
         "",
         description="Folder of the lock files that keep ATLAS_LLM_CONCURRENCY across processes (empty: one in the "

@@ -6,6 +6,7 @@ on object stores through a single PUT, which is atomic there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -119,6 +120,11 @@ class Store:
             return self.read_json(relative)
         except FileNotFoundError:
             return default
+
+    def delete(self, relative: str) -> None:
+        """Remove an object; one already gone is no error (two processes may tidy the same queue)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self.path(relative))
 
     def files(self, under: str = "") -> list[str]:
         """Relative paths of every object in the store (or below the folder ``under``), sorted; half-written local

@@ -14,6 +14,10 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     catalog/documents.json                         the catalog: every document found, removals, duplicates
     catalog/entries/<key>.json                     one catalog entry, what a single-document run reads
     llm_cache/<ab>/<request hash>.json             LLM answers by request, with their original usage
+    llm_batches/queued/<request hash>.json         a request waiting to go out in the next Batch API batch
+    llm_batches/sent/<request hash>.json           a request in a submitted batch (which one, for which documents)
+    llm_batches/failed/<request hash>.json         a request the batch refused for good (the reason, read once)
+    llm_batches/batches/<batch id>.json            a submitted batch: its requests, documents and last status
     documents/<key>/review.json                    the review: final values merged from the extraction and decisions
     reviews/decisions/<key>/<stamp>-<id>.json      the audit log: one file per decision, written once, never changed
     reviews/imports/<stamp>-<sha256>.json          what a reviewed workbook from the inbox did, row by row
@@ -44,6 +48,7 @@ DOCUMENTS = "documents"
 CATALOG_PATH = "catalog/documents.json"
 CATALOG_ENTRIES = "catalog/entries"
 LLM_CACHE = "llm_cache"
+LLM_BATCHES = "llm_batches"
 AGGREGATES = "aggregates"
 COMPLETION_PATH = f"{AGGREGATES}/task_completion.json"
 
@@ -117,6 +122,15 @@ def catalog_entry_path(key: str) -> str:
 
 def llm_cache_path(request_key: str) -> str:
     return f"{LLM_CACHE}/{request_key[:2]}/{request_key}.json"
+
+
+def llm_batch_request_path(state: str, request_key: str) -> str:
+    """A request of the Batch API queue in ``state``: queued, sent or failed."""
+    return f"{LLM_BATCHES}/{state}/{request_key}.json"
+
+
+def llm_batch_path(batch_id: str) -> str:
+    return f"{LLM_BATCHES}/batches/{batch_id}.json"
 
 
 def source_state_path(name: str) -> str:

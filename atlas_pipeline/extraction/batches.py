@@ -1,0 +1,235 @@
+"""Bulk loads at half price: extraction requests sent through an OpenAI-compatible Batch API, the state in the store.
+
+With ``ATLAS_LLM_BATCH`` on, a request the LLM cache cannot answer is *queued* instead of sent
+(``llm_batches/queued/``) and its document ends ``waiting``. ``BatchQueue.submit`` uploads the queued requests as one
+JSONL file (``POST /files``, purpose ``batch``) and creates a batch (``POST /batches``, 24 h window); ``poll`` reads
+each open batch (``GET /batches/{id}``) and, once it has ended, its output and error files: every answer goes into the
+LLM cache under its request's key — where the document's next run finds it and grades it as usual — and the
+documents that were waiting for it are returned, to be run again (the ``llm_batch_sensor`` does this under the
+daemon; ``atlas run`` at its start and end). Everything lives in the artifact store, so a restart, another process or
+another worker picks up where the last one stopped.
+
+A request the batch could not answer: expired (the window ended) or a transient error (429, 5xx) → queued again for
+the next batch; a permanent error (a 4xx) → recorded under ``failed/``, read once by the document's next run, which
+fails with that reason. A batch that failed as a whole (its file refused) fails its requests the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import LLM_BATCHES, llm_batch_path, llm_batch_request_path, llm_cache_path
+
+LOG = logging.getLogger("atlas.llm")
+ENDPOINT = "/v1/chat/completions"
+COMPLETION_WINDOW = "24h"
+ENDED = ("completed", "expired", "failed", "cancelled")
+RETRIED_STATUS = (408, 409, 429)  # and every 5xx: asked again in the next batch
+
+
+@dataclass
+class PollReport:
+    """What one look at the endpoint found."""
+
+    submitted: list[str] = field(default_factory=list)  # batch ids created now
+    open: dict[str, str] = field(default_factory=dict)  # batch id → its status and counts
+    answered: int = 0
+    requeued: int = 0
+    failed: int = 0
+    ready: set[str] = field(default_factory=set)  # documents with new answers: to be run again
+
+    def summary(self) -> str:
+        parts = [f"{len(self.open)} batch(es) at the endpoint"]
+        parts += [f"{batch}: {state}" for batch, state in self.open.items()]
+        if self.submitted:
+            parts.append(f"submitted {', '.join(self.submitted)}")
+        if self.answered or self.requeued or self.failed:
+            parts.append(f"{self.answered} answer(s) in, {self.requeued} queued again, {self.failed} refused")
+        if self.ready:
+            parts.append(f"{len(self.ready)} document(s) ready to grade")
+        return "; ".join(parts)
+
+
+class BatchQueue:
+    """The Batch API queue of one artifact store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- the extraction side ------------------------------------------------------------------------------------
+    def enqueue(self, key: str, body: dict[str, Any], document: str) -> str:
+        """Queue a request for the next batch (once: a request already queued or sent only learns one more document
+        waiting for it). Where it stands: ``queued`` or the batch id."""
+        for state in ("queued", "sent"):
+            path = llm_batch_request_path(state, key)
+            entry = self.store.read_json_or(path, None)
+            if entry is not None:
+                if document not in entry["documents"]:
+                    entry["documents"].append(document)
+                    self.store.write_json(path, entry)
+                return "queued" if state == "queued" else entry["batch"]
+        entry = {"key": key, "body": body, "documents": [document], "queued_at": now_iso()}
+        self.store.write_json(llm_batch_request_path("queued", key), entry)
+        return "queued"
+
+    def take_failure(self, key: str) -> str | None:
+        """Why the batch refused this request for good — once: the next ask queues it again."""
+        path = llm_batch_request_path("failed", key)
+        entry = self.store.read_json_or(path, None)
+        if entry is None:
+            return None
+        self.store.delete(path)
+        return entry["reason"]
+
+    def queued(self) -> list[str]:
+        return self._keys("queued")
+
+    def open_batches(self) -> list[dict[str, Any]]:
+        return [
+            self.store.read_json(path)
+            for path in self.store.files(f"{LLM_BATCHES}/batches")
+            if path.endswith(".json") and self.store.read_json(path).get("status") not in ENDED
+        ]
+
+    def _keys(self, state: str) -> list[str]:
+        prefix = f"{LLM_BATCHES}/{state}/"
+        return [path[len(prefix) : -len(".json")] for path in self.store.files(prefix.rstrip("/"))]
+
+    # -- the endpoint side ----------------------------------------------------------------------------------------
+    def submit(self, client: openai.OpenAI, max_requests: int = 50_000) -> list[str]:
+        """Send the queued requests as batches of at most ``max_requests``; the batch ids."""
+        keys = self.queued()
+        created = []
+        for start in range(0, len(keys), max_requests):
+            chosen = keys[start : start + max_requests]
+            entries = [self.store.read_json(llm_batch_request_path("queued", key)) for key in chosen]
+            lines = [
+                json.dumps({"custom_id": entry["key"], "method": "POST", "url": ENDPOINT, "body": entry["body"]})
+                for entry in entries
+            ]
+            upload = client.files.create(file=("atlas-batch.jsonl", "\n".join(lines).encode()), purpose="batch")
+            batch = client.batches.create(
+                input_file_id=upload.id, endpoint=ENDPOINT, completion_window=COMPLETION_WINDOW
+            )
+            documents = sorted({document for entry in entries for document in entry["documents"]})
+            record = {
+                "id": batch.id,
+                "input_file_id": upload.id,
+                "status": batch.status,
+                "keys": [entry["key"] for entry in entries],
+                "documents": documents,
+                "submitted_at": now_iso(),
+            }
+            self.store.write_json(llm_batch_path(batch.id), record)
+            for entry in entries:
+                sent = {**entry, "batch": batch.id, "sent_at": record["submitted_at"]}
+                self.store.write_json(llm_batch_request_path("sent", entry["key"]), sent)
+                self.store.delete(llm_batch_request_path("queued", entry["key"]))
+            LOG.info("Batch API: submitted %s: %d request(s), %d document(s)", batch.id, len(entries), len(documents))
+            created.append(batch.id)
+        return created
+
+    def poll(self, client: openai.OpenAI, model: str) -> PollReport:
+        """Look at every open batch; take in the answers of those that ended."""
+        report = PollReport()
+        for record in self.open_batches():
+            batch = client.batches.retrieve(record["id"])
+            counts = batch.request_counts
+            state = batch.status + (f" {counts.completed}/{counts.total}" if counts is not None else "")
+            record["status"] = batch.status
+            record["checked_at"] = now_iso()
+            if batch.status not in ENDED:
+                report.open[batch.id] = state
+                self.store.write_json(llm_batch_path(batch.id), record)
+                continue
+            seen: set[str] = set()
+            for file_id in (batch.output_file_id, batch.error_file_id):
+                if file_id:
+                    for line in client.files.content(file_id).text.splitlines():
+                        if line.strip():
+                            seen.add(self._take_line(json.loads(line), model, report))
+            for key in record["keys"]:
+                if key not in seen:  # no line for it: the batch failed, expired before it or was cancelled
+                    if batch.status == "expired":
+                        self._requeue(key, report)
+                    else:
+                        reason = _batch_errors(batch) or f"the batch ended {batch.status} without an answer"
+                        self._fail(key, reason, report)
+            record["ended_at"] = now_iso()
+            self.store.write_json(llm_batch_path(batch.id), record)
+        return report
+
+    def _take_line(self, line: dict[str, Any], model: str, report: PollReport) -> str:
+        key = line.get("custom_id") or ""
+        sent = self.store.read_json_or(llm_batch_request_path("sent", key), None)
+        if sent is None:
+            return key  # not ours, or taken in already
+        response = line.get("response") or {}
+        status = int(response.get("status_code") or 0)
+        body = response.get("body") or {}
+        error = line.get("error") or (body.get("error") if isinstance(body, dict) else None)
+        if status == 200 and not error:
+            self._answer(key, body, sent, model)
+            report.answered += 1
+            report.ready.update(sent["documents"])
+            self.store.delete(llm_batch_request_path("sent", key))
+            return key
+        code = (error or {}).get("code") if isinstance(error, dict) else None
+        message = (error or {}).get("message") if isinstance(error, dict) else str(error or "")
+        if code == "batch_expired" or status in RETRIED_STATUS or status >= 500:
+            self._requeue(key, report)
+        else:
+            self._fail(key, f"the Batch API refused the request (HTTP {status or code}): {message}", report)
+        return key
+
+    def _answer(self, key: str, body: dict[str, Any], sent: dict[str, Any], model: str) -> None:
+        """The answer into the LLM cache, as a request sent now would have put it (its tokens, and that it came at
+        the batch price)."""
+        usage = body.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        spent = {
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+            "cached_tokens": int(details.get("cached_tokens") or 0),
+        }
+        choice = (body.get("choices") or [{}])[0]
+        entry: dict[str, Any] = {"model": model, "usage": spent, "batch": sent["batch"], "unread": True}
+        if choice.get("finish_reason") == "length":
+            limit = sent["body"].get("max_tokens", 0)
+            entry |= {"cut": f"the answer was cut at ATLAS_LLM_MAX_TOKENS={limit} tokens (finish_reason length)"}
+            entry["max_tokens"] = limit
+        else:
+            entry["content"] = (choice.get("message") or {}).get("content") or ""
+        self.store.write_json(llm_cache_path(key), entry)
+
+    def _requeue(self, key: str, report: PollReport) -> None:
+        sent = self.store.read_json_or(llm_batch_request_path("sent", key), None)
+        if sent is None:
+            return
+        queued = {name: sent[name] for name in ("key", "body", "documents")} | {"queued_at": now_iso()}
+        self.store.write_json(llm_batch_request_path("queued", key), queued)
+        self.store.delete(llm_batch_request_path("sent", key))
+        report.requeued += 1
+
+    def _fail(self, key: str, reason: str, report: PollReport) -> None:
+        sent = self.store.read_json_or(llm_batch_request_path("sent", key), None)
+        if sent is None:
+            return
+        self.store.write_json(llm_batch_request_path("failed", key), {"reason": redact(reason), "at": now_iso()})
+        self.store.delete(llm_batch_request_path("sent", key))
+        report.failed += 1
+        report.ready.update(sent["documents"])
+
+
+def _batch_errors(batch: Any) -> str:
+    errors = getattr(batch, "errors", None)
+    data = getattr(errors, "data", None) or []
+    return "; ".join(f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in data[:3])

@@ -1,0 +1,152 @@
+"""An LLM endpoint's latency, paid at the concurrency it allows: documents per minute and requests in flight.
+
+``python -m bench.llm [--documents 16] [--latency 3] [--concurrency 8]`` (``make bench-llm``); writes
+``bench/reports/llm.md``. A scripted OpenAI-compatible server answers every request after ``--latency`` seconds and
+serves any number at once (it counts how many it answered at once). The same small documents (plain-text slices of
+the corpus' trial articles, so that parsing is negligible) go through:
+
+- ``atlas run --batch 1`` — one document per run, one after another (what ``atlas run`` did before this issue);
+- ``atlas run`` — LLM mode's default: ``ATLAS_LLM_CONCURRENCY`` documents a run, extracted at once;
+- ``atlas run --workers 2`` — the same batches in two processes (the gate holds the limit across them);
+- the daemon — the sensor's one run per document, ``max_concurrent_runs`` of them at a time (dagster.yaml).
+
+Each is timed with the endpoint answering at once and with ``--latency``: what the latency *adds* is compared to
+the ideal, ``ceil(n / concurrency) × latency`` — the issue's goal is at most twice the ideal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from atlas_pipeline.ops.instance import project_file
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, read_record
+from atlas_pipeline_tests.servers import dagster_daemon, scripted_openai_server
+from bench.pipeline import small_documents
+from bench.report import table, write_report
+
+REPORT = Path(__file__).resolve().parent / "reports" / "llm.md"
+ATLAS = Path(sys.executable).with_name("atlas")
+
+
+def _deployment(root: Path, documents: list[tuple[str, str]], base_url: str, concurrency: int) -> dict[str, str]:
+    kb, home = root / "kb", root / "home"
+    kb.mkdir(parents=True)
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    for name, text in documents:
+        (kb / name).write_text(text)
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "ATLAS_KNOWLEDGE_BASE": str(kb),
+        "ATLAS_ARTIFACTS": str(root / "artifacts"),
+        "ATLAS_EXPORTS": str(root / "exports"),
+        "ATLAS_LLM_BASE_URL": base_url,
+        "ATLAS_LLM_MODEL": "gpt-4o-mini",
+        "ATLAS_LLM_CONCURRENCY": str(concurrency),
+        "ATLAS_LLM_GATE_DIR": str(root / "gate"),
+        "ATLAS_SENSOR_INTERVAL_SECONDS": "1",
+    }
+
+
+def _extracted(root: Path, keys: list[str]) -> int:
+    store = Store(str(root / "artifacts"))
+    return sum(1 for key in keys if read_record(store, key, "extraction", ExtractionRecord) is not None)
+
+
+def _time_cli(root: Path, env: dict[str, str], args: list[str]) -> float:
+    began = time.perf_counter()
+    result = subprocess.run([str(ATLAS), "run", *args], env=env, cwd=root, capture_output=True, text=True)
+    if result.returncode not in (0, 1):
+        raise RuntimeError(f"atlas run {' '.join(args)} failed: {result.stderr[-2000:]}")
+    return time.perf_counter() - began
+
+
+def _time_daemon(root: Path, env: dict[str, str], keys: list[str], limit: float = 1800) -> float:
+    began = time.perf_counter()
+    with dagster_daemon(env, root):
+        while _extracted(root, keys) < len(keys):
+            if time.perf_counter() - began > limit:
+                raise RuntimeError(f"the daemon extracted {_extracted(root, keys)} of {len(keys)} in {limit} s")
+            time.sleep(0.5)
+        return time.perf_counter() - began
+
+
+MODES = {
+    "atlas run --batch 1 (one document a run, before)": ["--batch", "1"],
+    "atlas run (LLM mode default: a batch of ATLAS_LLM_CONCURRENCY)": [],
+    "atlas run --workers 2": ["--workers", "2"],
+    "daemon (sensor: one run per document)": None,
+}
+
+
+def measure(documents: int, latency: float, concurrency: int) -> list[list[object]]:
+    texts = small_documents(documents)
+    keys = [name for name, _ in texts]
+    ideal = math.ceil(documents / concurrency) * latency
+    rows = []
+    with tempfile.TemporaryDirectory() as folder, scripted_openai_server(Path(folder)) as server:
+        for name, args in MODES.items():
+            walls, most = [], 0
+            for delay in (0.0, latency):
+                root = Path(folder) / f"{len(rows)}-{delay}"
+                env = _deployment(root, texts, server.base_url, concurrency)
+                server.script(default={"content": "{}", "delay": delay})
+                wall = _time_daemon(root, env, keys) if args is None else _time_cli(root, env, args)
+                walls.append(wall)
+                most = max(most, server.most_in_flight())
+                print(f"{name}, latency {delay:g} s: {wall:.1f} s, {server.most_in_flight()} in flight at most")
+            added = walls[1] - walls[0]
+            rows.append(
+                [
+                    name,
+                    round(walls[0], 1),
+                    round(walls[1], 1),
+                    round(documents / walls[1] * 60, 1),
+                    most,
+                    round(added, 1),
+                    round(ideal, 1),
+                    round(added / ideal, 2),
+                ]
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=16)
+    parser.add_argument("--latency", type=float, default=3.0)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--report", type=Path, default=REPORT)
+    args = parser.parse_args()
+    rows = measure(args.documents, args.latency, args.concurrency)
+    headers = [
+        "mode",
+        "wall, endpoint at once (s)",
+        f"wall, {args.latency:g} s an answer (s)",
+        "documents / min",
+        "in flight at most",
+        "latency added (s)",
+        "ideal n×latency/concurrency (s)",
+        "added / ideal",
+    ]
+    note = (
+        f"{args.documents} small documents, one request each, ATLAS_LLM_CONCURRENCY={args.concurrency}; the "
+        "endpoint serves any number at once. *Latency added* is the wall time with the latency minus the wall time "
+        "without it (Dagster's runs, parsing and grading are the same in both); the ideal is "
+        "ceil(n / concurrency) × latency. The goal: at most 2× the ideal."
+    )
+    write_report(args.report, "LLM concurrency", [("Requests in flight", note + "\n\n" + table(headers, rows))])
+
+
+if __name__ == "__main__":
+    main()
