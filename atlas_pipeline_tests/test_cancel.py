@@ -37,7 +37,7 @@ def runs_of(instance, key, statuses=None):
 def test_queued_documents_are_cancelled_running_ones_refused_and_they_run_again(tmp_path):
     home = tmp_path / "dagster_home"
     home.mkdir()
-    config = project_file("dagster.yaml").read_text().replace("max_concurrent_runs: 4", "max_concurrent_runs: 1")
+    config = project_file("dagster.yaml").read_text().replace("max_concurrent_runs: 8", "max_concurrent_runs: 1")
     (home / "dagster.yaml").write_text(config)
     kb = tmp_path / "kb"
     kb.mkdir()

@@ -89,13 +89,18 @@ MODES = {
 }
 
 
-def measure(documents: int, latency: float, concurrency: int) -> list[list[object]]:
+def measure(documents: int, latency: float, concurrency: int, only: str = "") -> list[list[object]]:
     texts = small_documents(documents)
     keys = [name for name, _ in texts]
     ideal = math.ceil(documents / concurrency) * latency
     rows = []
-    with tempfile.TemporaryDirectory() as folder, scripted_openai_server(Path(folder)) as server:
+    with (
+        tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as folder,
+        scripted_openai_server(Path(folder)) as server,
+    ):
         for name, args in MODES.items():
+            if only and only not in name:
+                continue
             walls, most = [], 0
             for delay in (0.0, latency):
                 root = Path(folder) / f"{len(rows)}-{delay}"
@@ -127,8 +132,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=3.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument("--only", default="", help="only the modes whose name contains this (e.g. daemon)")
     args = parser.parse_args()
-    rows = measure(args.documents, args.latency, args.concurrency)
+    rows = measure(args.documents, args.latency, args.concurrency, args.only)
     headers = [
         "mode",
         "wall, endpoint at once (s)",

@@ -247,8 +247,11 @@ def _answer_that_fits(asker: _Asker, template: Template) -> dict[str, Any]:
         asker.asked.append(f"the whole template did not fit in one answer ({limit} tokens)")
     data: dict[str, Any] = {}
     singles = [module.name for module in template.modules if not module.repeating]
-    if singles:
+    if template.groups and singles:
         data.update(_single_fields(asker, template, singles))
+    else:  # the single fields are the whole template, which did not fit: module by module
+        for module in singles:
+            data.update(_single_fields(asker, template, [module]))
     for group in template.groups:
         data[group.name] = _entries(asker, template, group)
     return data
