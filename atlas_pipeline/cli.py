@@ -13,6 +13,7 @@ import time
 import warnings
 from pathlib import Path
 
+from atlas_pipeline.extraction.prices import PriceError
 from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.ops.redaction import install_log_redaction, redact
 from atlas_pipeline.ops.settings import SettingsError, SettingsWarning, describe_settings, load_settings
@@ -46,7 +47,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.grading.statuses import TERMINAL
-    from atlas_pipeline.knowledge.catalog import refresh_catalog
+    from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
@@ -112,7 +113,7 @@ def command_run(args: argparse.Namespace) -> int:
             )
         if args.estimate:
             return _print_estimate(settings, atlas, store, [entry for entry in entries if entry.key in set(keys)])
-        started, stopped = time.perf_counter(), False
+        started, stopped, run_began = time.perf_counter(), False, now_iso()
         with stop_on_signals() as received:
             try:
                 for number, (key, success, seconds) in enumerate(
@@ -169,7 +170,8 @@ def command_run(args: argparse.Namespace) -> int:
             print("task completion and exports are up to date: not refreshed")
         states = _states(instance, atlas)
         print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s")
-        ran = [record for key in keys if (record := read_record(store, key, "extraction", ExtractionRecord))]
+        records = [read_record(store, key, "extraction", ExtractionRecord) for key in keys]
+        ran = [record for record in records if record is not None and record.extracted_at >= run_began]
         if any(record.llm_calls or record.llm_cache_hits for record in ran):
             print(_run_cost(ran))
         _print_summary(states)
@@ -193,13 +195,12 @@ def _run_cost(records) -> str:
     from atlas_pipeline.extraction.prices import money
 
     calls = sum(r.llm_calls for r in records)
-    tokens = sum(r.prompt_tokens + r.completion_tokens for r in records if r.llm_calls)
     priced = [r for r in records if r.llm_calls and r.cost_paid is not None]
     unpriced = sum(1 for r in records if r.llm_calls and r.cost_paid is None)
     currency = next((r.cost_currency for r in priced if r.cost_currency), "USD")
     line = (
         f"LLM this run: {calls} request(s), {sum(r.llm_cache_hits for r in records)} answered by the cache, "
-        f"about {tokens:,} tokens, {money(sum(r.cost_paid for r in priced), currency)}"
+        f"paid {money(sum(r.cost_paid for r in priced), currency)}"
     )
     return line + (f" ({unpriced} document(s) by a model with no price: not counted)" if unpriced else "")
 
@@ -263,16 +264,18 @@ def _print_batches(store) -> None:
 
 
 def _batch_tick(settings, store, when: str) -> None:
-    """Batch API mode: submit what is queued and take in what arrived (``atlas run`` at its start and end)."""
+    """Batch API mode: take in what arrived and submit what is queued (``atlas run`` at its start and end); the
+    documents that read their answers since are no longer ready."""
     from atlas_pipeline.defs.resources import LLMResource
-    from atlas_pipeline.extraction.llm import LLMError
+    from atlas_pipeline.store.records import ExtractionRecord, read_record
 
-    try:
-        report = LLMResource.from_settings(settings).client(cache=store).batch_tick()
-    except LLMError as error:
-        print(f"Batch API ({when}): {error.reason}; the queue is kept, `atlas run` looks again")
-        return
-    print(f"Batch API ({when}): {report.summary()}")
+    llm = LLMResource.from_settings(settings)
+    print(f"Batch API ({when}): {llm.client(cache=store).batch_tick().summary()}")
+    queue = llm.batch_queue(store)
+    for key in queue.ready():
+        record = read_record(store, key, "extraction", ExtractionRecord)
+        if record is not None and record.status != "waiting":
+            queue.read(key)
 
 
 def _print_sources(settings) -> None:
@@ -826,8 +829,14 @@ def main(argv: list[str] | None = None) -> int:
     warnings.showwarning = show_settings_warnings
     try:
         return args.handler(args)
-    except (SettingsError, TemplateError, SourcesError, FileNotFoundError) as error:
+    except (SettingsError, TemplateError, SourcesError, PriceError, FileNotFoundError, PermissionError) as error:
         print(f"atlas: {redact(str(error))}", file=sys.stderr)
+        return 2
+    except Exception as error:  # an LLM endpoint that cannot be used (no URL in forced llm mode): its reason
+        reason = getattr(error, "reason", None)
+        if reason is None or type(error).__name__ != "LLMPermanentError":
+            raise
+        print(f"atlas: {reason}", file=sys.stderr)
         return 2
 
 

@@ -8,10 +8,11 @@
 for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
 ``"max_tokens": true`` on a step makes the server honour the request's ``max_tokens`` as a real one does: a longer
 answer (characters ÷ 4) is cut there with ``finish_reason: "length"``.
-``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests, files and batches; with ``"capacity": N``
-a request arriving while N are being answered gets a 429 with ``Retry-After: <"retry_after", default 1>`` (a
-rate-limited endpoint). ``GET /_requests`` returns the request bodies received since (``_received``: the time, and
-``_refused`` for a capacity 429); ``GET /_stats`` how many were in flight at most and now.
+``POST /_script`` sets ``{"steps": [...], "default": {...}}`` and forgets earlier requests, files and batches;
+with ``"capacity": N`` a request arriving while N are being answered gets a 429 with ``Retry-After:
+<"retry_after", default 1>`` (a rate-limited endpoint). ``GET /_requests`` returns the request bodies received since
+(``_received``: the time, and ``_refused`` for a capacity 429); ``GET /_stats`` how many were in flight at most and
+now.
 
 The Batch API as OpenAI documents it: ``POST /v1/files`` (multipart, purpose ``batch``), ``POST /v1/batches``,
 ``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``. A batch stays ``in_progress`` until the test says

@@ -38,6 +38,7 @@ class SoakResult:
     daemon_alive: bool = True
     peak_rss_mb: float = 0.0
     rss_samples: list[float] = field(default_factory=list)
+    timeline: list[list[object]] = field(default_factory=list)  # [minute, MB, collected, finished, failed runs]
     problems: list[str] = field(default_factory=list)
     log_tail: str = ""
 
@@ -82,9 +83,17 @@ def distinct_copy(source: Path, number: int, folder: Path) -> Path:
     return target
 
 
-def run_soak(folder: Path, documents: list[Path], publish_seconds: float, settle_seconds: float) -> SoakResult:
+def run_soak(
+    folder: Path,
+    documents: list[Path],
+    publish_seconds: float,
+    settle_seconds: float,
+    extra_env: dict[str, str] | None = None,
+    every_seconds: float = 600,
+) -> SoakResult:
     """Publish ``documents`` evenly over ``publish_seconds``, then wait up to ``settle_seconds`` for every one to be
-    collected, extracted and indexed."""
+    collected, extracted and indexed (``extra_env``: more settings, e.g. an LLM endpoint; a line of figures every
+    ``every_seconds``)."""
     folder.mkdir(parents=True, exist_ok=True)
     home, kb = folder / "dagster_home", folder / "kb"
     home.mkdir(exist_ok=True)
@@ -107,6 +116,7 @@ def run_soak(folder: Path, documents: list[Path], publish_seconds: float, settle
             **watched_folder_env(folder, kb),
             "ATLAS_SOURCES": str(sources),
             "ATLAS_SOURCES_INTERVAL_SECONDS": "2",
+            **(extra_env or {}),
         }
         store = Store(str(folder / "artifacts"))
         instance = dg.DagsterInstance.from_config(str(home))
@@ -120,6 +130,10 @@ def run_soak(folder: Path, documents: list[Path], publish_seconds: float, settle
                 result.rss_samples.append(rss)
                 result.peak_rss_mb = max(result.peak_rss_mb, rss)
                 _count(result, instance, store, len(documents))
+                minute = (time.monotonic() - started) / 60
+                if not result.timeline or minute - float(result.timeline[-1][0]) >= every_seconds / 60:
+                    figures = [result.collected, result.finished, result.runs_failed]
+                    result.timeline.append([round(minute, 1), round(rss), *figures])
                 done = result.indexed == len(documents) and result.finished == len(documents)
                 if time.monotonic() - started > publish_seconds and done and _aggregates_settled(instance):
                     break

@@ -11,10 +11,13 @@ and indexed. The memory column compares the last quarter of the run with the fir
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 from pathlib import Path
 
+from atlas_pipeline_tests.juice_trial import answer
+from atlas_pipeline_tests.servers import scripted_openai_server
 from atlas_pipeline_tests.soak import distinct_copy, run_soak
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
@@ -27,6 +30,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--documents", type=int, default=120)
     parser.add_argument("--report", type=Path, default=REPORT)
+    parser.add_argument(
+        "--llm-latency",
+        type=float,
+        default=0,
+        help="LLM mode: a scripted OpenAI-compatible endpoint answering after this many seconds (0: skip mode)",
+    )
     args = parser.parse_args()
     originals = sorted((CORPUS / "rct_jats").glob("*.nxml")) + sorted((CORPUS / "rct").glob("PMC*.pdf"))
     with tempfile.TemporaryDirectory() as folder:
@@ -35,7 +44,13 @@ def main() -> None:
         documents = [
             distinct_copy(originals[n % len(originals)], n // len(originals), copies) for n in range(args.documents)
         ]
-        result = run_soak(Path(folder) / "soak", documents, args.minutes * 60, settle_seconds=900)
+        with contextlib.ExitStack() as stack:
+            extra = {}
+            if args.llm_latency:
+                endpoint = stack.enter_context(scripted_openai_server(Path(folder)))
+                endpoint.script(default={"content": answer(), "delay": args.llm_latency})
+                extra = {"ATLAS_LLM_BASE_URL": endpoint.base_url, "ATLAS_LLM_MODEL": "gpt-4o-mini"}
+            result = run_soak(Path(folder) / "soak", documents, args.minutes * 60, settle_seconds=900, extra_env=extra)
     samples = result.rss_samples
     quarter = max(1, len(samples) // 4)
     first, last = statistics.mean(samples[:quarter]), statistics.mean(samples[-quarter:])
@@ -86,6 +101,10 @@ def main() -> None:
                         ]
                     ],
                 ),
+            ),
+            (
+                "Over time",
+                table(["minute", "memory MB", "collected", "finished", "failed runs"], result.timeline),
             ),
             ("Summary", result.summary()),
             ("Items not collected", "\n".join(f"- {p}" for p in result.problems) or "none"),

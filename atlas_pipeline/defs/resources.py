@@ -253,8 +253,12 @@ class LLMResource(dg.ConfigurableResource):
 
         table = self.price_table()
         config = LLMConfig(**{name: getattr(self, name) for name in LLMConfig.__dataclass_fields__})
-        batch = BatchQueue(cache) if self.batch and cache is not None else None
+        batch = self.batch_queue(cache) if self.batch and cache is not None else None
         return LLMClient(config, cache, price=table.price_of(self.model), currency=table.currency, batch=batch)
+
+    def batch_queue(self, store: Store) -> BatchQueue:
+        """The Batch API queue kept in the artifact store (``extraction.batches``)."""
+        return BatchQueue(store)
 
     def price_table(self) -> PriceTable:
         """The price table; a missing file is an empty table (every cost unknown), a broken one an error."""

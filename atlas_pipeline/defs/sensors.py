@@ -13,12 +13,14 @@ from atlas_pipeline.defs.document_states import aggregates_behind, already_extra
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 
 def decode_cursor(cursor: str | None) -> dict[str, str]:
@@ -216,22 +218,18 @@ def build_llm_batch_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         "the open batches, takes in the answers of those that ended and runs their documents again to grade them.",
     )
     def llm_batch_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource, llm: LLMResource):
-        from atlas_pipeline.extraction.llm import LLMError  # openai loads only where an LLM is called
-
-        client = llm.client(cache=atlas.store())
-        try:
-            report = client.batch_tick()
-        except LLMError as error:  # the endpoint is away: nothing lost, the next tick looks again
-            return dg.SensorResult(skip_reason=f"Batch API: {error.reason}")
+        store = atlas.store()
+        report = llm.client(cache=store).batch_tick()
         context.log.info(report.summary())
-        stamp = context.cursor or "0"
-        requests = [
-            dg.RunRequest(run_key=f"batch-answers:{key}:{stamp}", partition_key=key, job_name=document_job.name)
-            for key in sorted(report.ready)
-        ]
-        return dg.SensorResult(
-            run_requests=requests, cursor=str(int(stamp) + 1), skip_reason=None if requests else report.summary()
-        )
+        requests = []
+        for key, arrived in sorted(llm.batch_queue(store).ready().items()):
+            record = read_record(store, key, "extraction", ExtractionRecord)
+            if record is not None and record.status != DocumentStatus.WAITING:
+                llm.batch_queue(store).read(key)  # its run has read what arrived
+                continue  # one run per arrival (the run key), however many ticks see the mark
+            run_key = f"batch-answers:{key}:{arrived}"
+            requests.append(dg.RunRequest(run_key=run_key, partition_key=key, job_name=document_job.name))
+        return dg.SensorResult(run_requests=requests, skip_reason=None if requests else report.summary())
 
     return llm_batch_sensor
 

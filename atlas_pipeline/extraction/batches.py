@@ -26,13 +26,21 @@ import openai
 from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.layout import LLM_BATCHES, llm_batch_path, llm_batch_request_path, llm_cache_path
+from atlas_pipeline.store.layout import (
+    LLM_BATCHES,
+    llm_batch_path,
+    llm_batch_ready_path,
+    llm_batch_request_path,
+    llm_cache_path,
+)
 
 LOG = logging.getLogger("atlas.llm")
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
 ENDED = ("completed", "expired", "failed", "cancelled")
 RETRIED_STATUS = (408, 409, 429)  # and every 5xx: asked again in the next batch
+MAX_BATCH_BYTES = 150_000_000  # OpenAI takes input files up to 200 MB
+REQUEUED_BATCH_ERRORS = ("token_limit_exceeded",)  # the endpoint's queue was full: the batch is worth sending again
 
 
 @dataclass
@@ -45,6 +53,7 @@ class PollReport:
     requeued: int = 0
     failed: int = 0
     ready: set[str] = field(default_factory=set)  # documents with new answers: to be run again
+    problems: list[str] = field(default_factory=list)  # what could not be done this time (tried again next time)
 
     def summary(self) -> str:
         parts = [f"{len(self.open)} batch(es) at the endpoint"]
@@ -55,7 +64,7 @@ class PollReport:
             parts.append(f"{self.answered} answer(s) in, {self.requeued} queued again, {self.failed} refused")
         if self.ready:
             parts.append(f"{len(self.ready)} document(s) ready to grade")
-        return "; ".join(parts)
+        return "; ".join(parts + self.problems)
 
 
 class BatchQueue:
@@ -93,79 +102,140 @@ class BatchQueue:
         return self._keys("queued")
 
     def open_batches(self) -> list[dict[str, Any]]:
-        return [
-            self.store.read_json(path)
-            for path in self.store.files(f"{LLM_BATCHES}/batches")
-            if path.endswith(".json") and self.store.read_json(path).get("status") not in ENDED
-        ]
+        records = (self.store.read_json(path) for path in self.store.files(f"{LLM_BATCHES}/batches"))
+        return [record for record in records if record.get("status") not in (*ENDED, "lost")]
 
     def _keys(self, state: str) -> list[str]:
         prefix = f"{LLM_BATCHES}/{state}/"
         return [path[len(prefix) : -len(".json")] for path in self.store.files(prefix.rstrip("/"))]
 
     # -- the endpoint side ----------------------------------------------------------------------------------------
-    def submit(self, client: openai.OpenAI, max_requests: int = 50_000) -> list[str]:
-        """Send the queued requests as batches of at most ``max_requests``; the batch ids."""
-        keys = self.queued()
-        created = []
-        for start in range(0, len(keys), max_requests):
-            chosen = keys[start : start + max_requests]
-            entries = [self.store.read_json(llm_batch_request_path("queued", key)) for key in chosen]
-            lines = [
-                json.dumps({"custom_id": entry["key"], "method": "POST", "url": ENDPOINT, "body": entry["body"]})
-                for entry in entries
-            ]
-            upload = client.files.create(file=("atlas-batch.jsonl", "\n".join(lines).encode()), purpose="batch")
+    def submit(self, client: openai.OpenAI, report: PollReport, max_requests: int = 50_000) -> None:
+        """Send the queued requests as batches of at most ``max_requests`` and ``MAX_BATCH_BYTES``. A batch the
+        endpoint refuses (a 4xx) fails its requests with the endpoint's words; any other error is raised (the
+        requests stay queued for the next look)."""
+        group: list[tuple[dict[str, Any], str]] = []
+        size = 0
+        for key in self.queued():
+            entry = self.store.read_json_or(llm_batch_request_path("queued", key), None)
+            if entry is None:
+                continue
+            line = json.dumps({"custom_id": entry["key"], "method": "POST", "url": ENDPOINT, "body": entry["body"]})
+            if group and (len(group) >= max_requests or size + len(line) + 1 > MAX_BATCH_BYTES):
+                self._send(client, group, report)
+                group, size = [], 0
+            group.append((entry, line))
+            size += len(line) + 1
+        if group:
+            self._send(client, group, report)
+
+    def _send(self, client: openai.OpenAI, group: list[tuple[dict[str, Any], str]], report: PollReport) -> None:
+        entries = [entry for entry, _ in group]
+        try:
+            data = "\n".join(line for _, line in group).encode()
+            upload = client.files.create(file=("atlas-batch.jsonl", data), purpose="batch")
             batch = client.batches.create(
                 input_file_id=upload.id, endpoint=ENDPOINT, completion_window=COMPLETION_WINDOW
             )
-            documents = sorted({document for entry in entries for document in entry["documents"]})
-            record = {
-                "id": batch.id,
-                "input_file_id": upload.id,
-                "status": batch.status,
-                "keys": [entry["key"] for entry in entries],
-                "documents": documents,
-                "submitted_at": now_iso(),
-            }
-            self.store.write_json(llm_batch_path(batch.id), record)
+        except openai.APIStatusError as error:
+            if error.status_code in RETRIED_STATUS or error.status_code >= 500:
+                raise
+            message = f"the Batch API refused the batch (HTTP {error.status_code}): {error.message}"
             for entry in entries:
-                sent = {**entry, "batch": batch.id, "sent_at": record["submitted_at"]}
-                self.store.write_json(llm_batch_request_path("sent", entry["key"]), sent)
-                self.store.delete(llm_batch_request_path("queued", entry["key"]))
-            LOG.info("Batch API: submitted %s: %d request(s), %d document(s)", batch.id, len(entries), len(documents))
-            created.append(batch.id)
-        return created
+                self._record(entry, "queued", "failed", {"reason": redact(message), "at": now_iso()}, report)
+                report.failed += 1
+            return
+        documents = sorted({document for entry in entries for document in entry["documents"]})
+        record = {
+            "id": batch.id,
+            "input_file_id": upload.id,
+            "status": batch.status,
+            "keys": [entry["key"] for entry in entries],
+            "documents": documents,
+            "submitted_at": now_iso(),
+        }
+        self.store.write_json(llm_batch_path(batch.id), record)
+        for entry in entries:
+            self._record(entry, "queued", "sent", {**entry, "batch": batch.id, "sent_at": record["submitted_at"]})
+        LOG.info("Batch API: submitted %s: %d request(s), %d document(s)", batch.id, len(entries), len(documents))
+        report.submitted.append(batch.id)
 
-    def poll(self, client: openai.OpenAI, model: str) -> PollReport:
-        """Look at every open batch; take in the answers of those that ended."""
-        report = PollReport()
+    def _record(
+        self, entry: dict[str, Any], old: str, new: str, value: dict[str, Any], report: PollReport | None = None
+    ) -> None:
+        """Move a request from state ``old`` to ``new`` keeping every document that waits for it (one may have
+        joined since it was read); documents told when it failed for good."""
+        current = self.store.read_json_or(llm_batch_request_path(old, entry["key"]), None) or entry
+        documents = sorted(set(entry["documents"]) | set(current.get("documents", [])))
+        if new != "failed":
+            value = {**value, "documents": documents}
+        self.store.write_json(llm_batch_request_path(new, entry["key"]), value)
+        self.store.delete(llm_batch_request_path(old, entry["key"]))
+        if new == "failed" and report is not None:
+            self._mark_ready(documents, report)
+
+    def _mark_ready(self, documents: list[str], report: PollReport) -> None:
+        """These documents have something new to read: kept in the store until their run has read it."""
+        for document in documents:
+            self.store.write_json(llm_batch_ready_path(document), {"document": document, "at": now_iso()})
+        report.ready.update(documents)
+
+    def ready(self) -> dict[str, str]:
+        """Documents with answers (or refusals) not read yet → when they arrived."""
+        marks = {}
+        for path in self.store.files(f"{LLM_BATCHES}/ready"):
+            mark = self.store.read_json_or(path, None)
+            if mark is not None:
+                marks[mark["document"]] = mark["at"]
+        return marks
+
+    def read(self, document: str) -> None:
+        """The document ran since its answers came: nothing new for it."""
+        self.store.delete(llm_batch_ready_path(document))
+
+    def poll(self, client: openai.OpenAI, model: str, report: PollReport) -> None:
+        """Look at every open batch; take in the answers of those that ended. A batch that cannot be read now is
+        looked at again next time (said in ``report.problems``)."""
         for record in self.open_batches():
-            batch = client.batches.retrieve(record["id"])
-            counts = batch.request_counts
-            state = batch.status + (f" {counts.completed}/{counts.total}" if counts is not None else "")
-            record["status"] = batch.status
-            record["checked_at"] = now_iso()
-            if batch.status not in ENDED:
-                report.open[batch.id] = state
-                self.store.write_json(llm_batch_path(batch.id), record)
-                continue
-            seen: set[str] = set()
-            for file_id in (batch.output_file_id, batch.error_file_id):
-                if file_id:
-                    for line in client.files.content(file_id).text.splitlines():
-                        if line.strip():
-                            seen.add(self._take_line(json.loads(line), model, report))
-            for key in record["keys"]:
-                if key not in seen:  # no line for it: the batch failed, expired before it or was cancelled
-                    if batch.status == "expired":
-                        self._requeue(key, report)
-                    else:
-                        reason = _batch_errors(batch) or f"the batch ended {batch.status} without an answer"
-                        self._fail(key, reason, report)
-            record["ended_at"] = now_iso()
+            try:
+                self._poll_one(client, record, model, report)
+            except openai.NotFoundError:  # gone at the endpoint: its requests go out again
+                for key in record["keys"]:
+                    self._requeue(key, report)
+                record["status"], record["ended_at"] = "lost", now_iso()
+                self.store.write_json(llm_batch_path(record["id"]), record)
+            except (openai.APIError, ValueError) as error:
+                report.problems.append(f"{record['id']}: {redact(str(error))[:200]}")
+
+    def _poll_one(self, client: openai.OpenAI, record: dict[str, Any], model: str, report: PollReport) -> None:
+        batch = client.batches.retrieve(record["id"])
+        counts = batch.request_counts
+        state = batch.status + (f" {counts.completed}/{counts.total}" if counts is not None else "")
+        record["status"] = batch.status
+        record["checked_at"] = now_iso()
+        if batch.status not in ENDED:
+            report.open[batch.id] = state
             self.store.write_json(llm_batch_path(batch.id), record)
-        return report
+            return
+        seen: set[str] = set()
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if file_id:
+                for line in client.files.content(file_id).text.splitlines():
+                    if line.strip():
+                        try:
+                            seen.add(self._take_line(json.loads(line), model, report))
+                        except (ValueError, KeyError, TypeError, AttributeError) as error:
+                            report.problems.append(f"{batch.id}: a line not understood ({error})")
+        errors = _batch_errors(batch)
+        for key in record["keys"]:
+            if key in seen:
+                continue  # no line for it: the batch failed, expired before it or was cancelled
+            if batch.status == "expired" or any(code in errors for code in REQUEUED_BATCH_ERRORS):
+                self._requeue(key, report)
+            else:
+                self._fail(key, errors or f"the batch ended {batch.status} without an answer", report)
+        record["ended_at"] = now_iso()
+        self.store.write_json(llm_batch_path(batch.id), record)
 
     def _take_line(self, line: dict[str, Any], model: str, report: PollReport) -> str:
         key = line.get("custom_id") or ""
@@ -179,7 +249,7 @@ class BatchQueue:
         if status == 200 and not error:
             self._answer(key, body, sent, model)
             report.answered += 1
-            report.ready.update(sent["documents"])
+            self._mark_ready(sent["documents"], report)
             self.store.delete(llm_batch_request_path("sent", key))
             return key
         code = (error or {}).get("code") if isinstance(error, dict) else None
@@ -215,18 +285,15 @@ class BatchQueue:
         if sent is None:
             return
         queued = {name: sent[name] for name in ("key", "body", "documents")} | {"queued_at": now_iso()}
-        self.store.write_json(llm_batch_request_path("queued", key), queued)
-        self.store.delete(llm_batch_request_path("sent", key))
+        self._record(sent, "sent", "queued", queued)
         report.requeued += 1
 
     def _fail(self, key: str, reason: str, report: PollReport) -> None:
         sent = self.store.read_json_or(llm_batch_request_path("sent", key), None)
         if sent is None:
             return
-        self.store.write_json(llm_batch_request_path("failed", key), {"reason": redact(reason), "at": now_iso()})
-        self.store.delete(llm_batch_request_path("sent", key))
+        self._record(sent, "sent", "failed", {"reason": redact(reason), "at": now_iso()}, report)
         report.failed += 1
-        report.ready.update(sent["documents"])
 
 
 def _batch_errors(batch: Any) -> str:

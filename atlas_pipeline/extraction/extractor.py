@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from atlas_pipeline.extraction.llm import LLMAnswerCutError, LLMClient, LLMError, Usage
+from atlas_pipeline.extraction.llm import LLMAnswerCutError, LLMClient, LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
@@ -339,9 +339,7 @@ def _ask_every_chunk(askers: list[_Asker], template: Template) -> list[dict[str,
     def answer(asker: _Asker) -> dict[str, Any] | LLMError:
         try:
             return _answer_that_fits(asker, template)
-        except LLMError as error:
-            asker.usage.add(error.usage)
-            error.usage = Usage()
+        except LLMError as error:  # its cost is on the asker's usage already (a split's own errors cost nothing)
             return error
 
     if len(askers) == 1:
@@ -400,12 +398,13 @@ def extract_with_llm(
     usage = Usage()
     for asker in askers:
         usage.add(asker.usage)
-    for asker, answer in zip(askers, answers, strict=True):
-        if isinstance(answer, LLMError):  # what every request cost, the other chunks' included
-            answer.usage = usage
-            if isinstance(answer, LLMAnswerCutError) and asker.asked:
-                answer.reason += f" (asked: {'; '.join(asker.asked)})"
-            raise answer
+    failed = [(asker, answer) for asker, answer in zip(askers, answers, strict=True) if isinstance(answer, LLMError)]
+    failed.sort(key=lambda item: isinstance(item[1], LLMQueuedError))  # a failure for good says more than a wait
+    for asker, error in failed[:1]:  # what every request cost, the other chunks' included
+        error.usage = usage
+        if isinstance(error, LLMAnswerCutError) and asker.asked:
+            error.reason += f" (asked: {'; '.join(asker.asked)})"
+        raise error
     for index, (asker, data) in enumerate(zip(askers, answers, strict=True), 1):
         if asker.asked:
             answer_parts += [f"part {index}: {what}" if asker.part else what for what in asker.asked]

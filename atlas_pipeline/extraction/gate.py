@@ -26,7 +26,9 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,9 +40,16 @@ MINUTE = 60.0
 
 
 def gate_directory(base_url: str, model: str, root: str | None = None) -> Path:
-    """The slots of one endpoint and model, shared by every process of this user on this machine."""
+    """The slots of one endpoint and model, shared by every process of this user on this machine (the default
+    folder in ``$XDG_RUNTIME_DIR`` or the temp folder must be this user's own: another user's could pause us)."""
     name = hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
-    base = Path(root) if root else Path(tempfile.gettempdir()) / f"atlas-llm-gate-{os.getuid()}"
+    if root:
+        return Path(root) / name
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"atlas-llm-gate-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    info = base.lstat()
+    if info.st_uid != os.getuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o022:
+        raise PermissionError(f"{base} is not a private folder of this user: set ATLAS_LLM_GATE_DIR to one")
     return base / name
 
 
@@ -52,6 +61,7 @@ class GateState:
     paused_until: float = 0.0
     last_decrease: float = 0.0
     sent: list[list[float]] = field(default_factory=list)  # [time, tokens] of the last minute's requests
+    corrections: list[list[float]] = field(default_factory=list)  # [time, tokens] answers cost beyond estimates
 
 
 @dataclass
@@ -89,22 +99,25 @@ class RequestGate:
     # -- the shared state ---------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _state(self) -> Iterator[GateState]:
-        """The state under its lock; written back when the block ends."""
+        """The state under its lock; written back when the block changed it (waiting senders only read)."""
         with open(self._lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 try:
-                    raw = json.loads(self._state_path.read_text())
-                    state = GateState(**raw)
+                    raw = self._state_path.read_text()
+                    state = GateState(**json.loads(raw))
                 except (OSError, ValueError, TypeError):
-                    state = GateState(window=float(self.limit))
+                    raw, state = "", GateState(window=float(self.limit))
                 state.window = max(1.0, min(state.window, float(self.limit)))  # the limit may have changed
                 now = self.clock()
                 state.sent = [entry for entry in state.sent if now - entry[0] < MINUTE]
+                state.corrections = [entry for entry in state.corrections if now - entry[0] < MINUTE]
                 yield state
-                temporary = self._state_path.with_suffix(f".{os.getpid()}.tmp")
-                temporary.write_text(json.dumps(state.__dict__))
-                os.replace(temporary, self._state_path)
+                written = json.dumps(state.__dict__)
+                if written != raw:
+                    temporary = self._state_path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+                    temporary.write_text(written)
+                    os.replace(temporary, self._state_path)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -117,11 +130,12 @@ class RequestGate:
             return state.paused_until - now, "the endpoint asked to slow down"
         if self.requests_per_minute and len(state.sent) >= self.requests_per_minute:
             return state.sent[-self.requests_per_minute][0] + MINUTE - now, "requests-per-minute budget"
-        if self.tokens_per_minute and state.sent:
-            spent = sum(entry[1] for entry in state.sent)
+        if self.tokens_per_minute and (state.sent or state.corrections):
+            spent_at = sorted(state.sent + state.corrections)
+            spent = sum(entry[1] for entry in spent_at)
             if spent + tokens > self.tokens_per_minute:
                 running, until = spent, now
-                for when, used in state.sent:  # wait until enough of the minute's tokens have aged out
+                for when, used in spent_at:  # wait until enough of the minute's tokens have aged out
                     running -= used
                     until = when + MINUTE
                     if running + tokens <= self.tokens_per_minute:
@@ -175,14 +189,16 @@ class RequestGate:
             if sent_at is None or sent_at >= state.last_decrease:
                 state.window = min(float(self.limit), state.window + 1.0 / state.window)
             if used > estimated and self.tokens_per_minute:
-                state.sent.append([self.clock(), float(used - estimated)])
+                state.corrections.append([self.clock(), float(used - estimated)])
 
-    def throttled(self, retry_after: float | None) -> float:
+    def throttled(self, retry_after: float | None, sent_at: float | None = None) -> float:
         """The endpoint refused a request for its rate (429) or asked to wait: every sender pauses for what it
-        asked and the window halves (once for senders refused together). The window now."""
+        asked and the window halves — once for senders refused together, and not again for a request sent before
+        the last halving (it was refused for the window before). The window now."""
         with self._state() as state:
             now = self.clock()
-            if now - state.last_decrease >= DECREASE_EVERY_SECONDS:
+            fresh = sent_at is None or sent_at >= state.last_decrease
+            if fresh and now - state.last_decrease >= DECREASE_EVERY_SECONDS:
                 state.window = max(1.0, state.window / 2)
                 state.last_decrease = now
             if retry_after:

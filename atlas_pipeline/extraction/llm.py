@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import copy
 import email.utils
+import fcntl
 import hashlib
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -173,6 +175,21 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
         return None
 
 
+class _OutputFormat:
+    """The output mode asked for, stepped down once per mode the server rejects (by whichever thread sees it
+    first: a request rejected in a mode already left behind changes nothing)."""
+
+    def __init__(self, first: StructuredOutput) -> None:
+        self.current: StructuredOutput = first
+        self._lock = threading.Lock()
+
+    def step_down(self, rejected: StructuredOutput) -> None:
+        with self._lock:
+            if self.current == rejected and rejected in FORMAT_FALLBACK:
+                self.current = FORMAT_FALLBACK[rejected]
+                LOG.warning("endpoint rejected %s output; falling back to %s", rejected, self.current)
+
+
 def _spent(usage: Usage) -> dict[str, int]:
     """What an answer cost, as its cache entry keeps it."""
     return {name: getattr(usage, name) for name in ("prompt_tokens", "completion_tokens", "cached_tokens")}
@@ -212,7 +229,7 @@ class LLMClient:
             timeout=config.timeout_seconds,
             max_retries=0,  # retries are ours: backoff with jitter, and counted
         )
-        self._format = config.structured_output
+        self._format = _OutputFormat(config.structured_output)  # shared by for_document copies and threads
 
     # -- one HTTP call with retries ---------------------------------------------------------------------------
     def _call(self, messages: list[dict[str, str]], schema: dict, usage: Usage) -> str:
@@ -224,14 +241,12 @@ class LLMClient:
             try:
                 with self.gate.slot(estimate, waited):  # at most ATLAS_LLM_CONCURRENCY in flight, on this machine
                     usage.calls += 1  # every request sent counts, answered or not
-                    sent_at = self.gate.clock()
-                    response = self._send(messages, schema)
+                    sent_at, form = self.gate.clock(), self._format.current
+                    response = self._send(messages, schema, sent_at, form)
             except openai.APIStatusError as error:
                 usage.waited_seconds += waited.seconds
-                if self._rejects_format(error):
-                    fallback = FORMAT_FALLBACK[self._format]
-                    LOG.warning("endpoint rejected %s output; falling back to %s", self._format, fallback)
-                    self._format = fallback
+                if self._rejects_format(error, form):
+                    self._format.step_down(form)
                     continue
                 if error.status_code in TRANSIENT_STATUS or error.status_code >= 500:
                     attempt = self._wait_or_give_up(attempt, error, usage)
@@ -262,7 +277,7 @@ class LLMClient:
                 )
             return response.choices[0].message.content or ""
 
-    def _send(self, messages: list[dict[str, str]], schema: dict):
+    def _send(self, messages: list[dict[str, str]], schema: dict, sent_at: float, form: StructuredOutput):
         """One request; a refusal for the endpoint's rate (429, ``Retry-After``) slows every sender of this
         machine before the slot is given back, so no other request slips in first."""
         try:
@@ -271,12 +286,12 @@ class LLMClient:
                 messages=messages,
                 temperature=0,
                 max_tokens=self.config.max_tokens,
-                response_format=self._response_format(schema),
+                response_format=self._response_format(schema, form),
             )
         except openai.APIStatusError as error:
             wait = _retry_after(error)
             if error.status_code == 429 or wait is not None:
-                window = self.gate.throttled(wait)
+                window = self.gate.throttled(wait, sent_at)
                 LOG.warning("LLM endpoint asked to slow down: at most %d request(s) in flight for now", int(window))
             raise
 
@@ -290,10 +305,11 @@ class LLMClient:
             )
         return LLMPermanentError(f"LLM request rejected (HTTP {status}): {_server_message(error)}")
 
-    def _rejects_format(self, error: openai.APIStatusError) -> bool:
-        """The server refused our response_format (OpenAI answers 400, llama.cpp a 500 that says the field is
-        invalid): time to fall back. A 500 that merely mentions response_format is a fault, retried as one."""
-        if self._format not in FORMAT_FALLBACK:
+    @staticmethod
+    def _rejects_format(error: openai.APIStatusError, form: StructuredOutput) -> bool:
+        """The server refused the response_format ``form`` (OpenAI answers 400, llama.cpp a 500 that says the field
+        is invalid): time to fall back. A 500 that merely mentions response_format is a fault, retried as one."""
+        if form not in FORMAT_FALLBACK:
             return False
         text = (str(error.message) + str(error.body)).lower()
         if "response_format" not in text:
@@ -312,10 +328,11 @@ class LLMClient:
         self.sleep(delay)
         return attempt + 1
 
-    def _response_format(self, schema: dict) -> dict:
-        if self._format == "json_schema":
+    @staticmethod
+    def _response_format(schema: dict, form: StructuredOutput) -> dict:
+        if form == "json_schema":
             return {"type": "json_schema", "json_schema": {"name": "extraction", "schema": schema, "strict": True}}
-        if self._format == "json_object_schema":  # llama.cpp: JSON mode constrained by a schema (as a grammar)
+        if form == "json_object_schema":  # llama.cpp: JSON mode constrained by a schema (as a grammar)
             return {"type": "json_object", "schema": bounded(schema)}
         return {"type": "json_object"}
 
@@ -337,17 +354,24 @@ class LLMClient:
 
     # -- JSON with one repair -----------------------------------------------------------------------------------
     def batch_tick(self) -> PollReport:
-        """Batch mode: submit the queued requests, take in the answers of the batches that ended."""
+        """Batch mode: take in the answers of the batches that ended, then submit the queued requests — one
+        process at a time on this machine (the sensor and ``atlas run`` would otherwise send a queue twice). What
+        could not be done is in the report's problems, tried again at the next tick."""
         if self.batch is None:
             raise LLMPermanentError("the Batch API is not on (ATLAS_LLM_BATCH)")
-        try:
-            submitted = self.batch.submit(self._client)
-            report = self.batch.poll(self._client, self.config.model)
-        except openai.APIStatusError as error:
-            raise LLMTransientError(f"Batch API: HTTP {error.status_code}: {_server_message(error)}") from None
-        except (openai.APITimeoutError, openai.APIConnectionError) as error:
-            raise LLMTransientError(f"Batch API: {self._describe(error)}") from None
-        report.submitted = submitted
+        report = PollReport()
+        with open(self.gate.directory / "batch.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for step in (
+                lambda: self.batch.poll(self._client, self.config.model, report),
+                lambda: self.batch.submit(self._client, report),
+            ):
+                try:
+                    step()
+                except openai.APIStatusError as error:
+                    report.problems.append(f"Batch API: HTTP {error.status_code}: {_server_message(error)}")
+                except (openai.APITimeoutError, openai.APIConnectionError) as error:
+                    report.problems.append(f"Batch API: {self._describe(error)}")
         return report
 
     def for_document(self, key: str) -> LLMClient:
@@ -356,12 +380,18 @@ class LLMClient:
         named.document = key
         return named
 
-    def complete(self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel]) -> LLMAnswer:
+    def complete(
+        self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel], repair: bool = True
+    ) -> LLMAnswer:
+        """The answer as JSON valid for ``model``: from the cache, or asked now (batch mode: queued, raising
+        ``LLMQueuedError``). ``repair``: whether an invalid reply may get its one repair request."""
         key = cache_key(self.config.model, messages, schema)
         if self.cache is not None:
             cached = self.cache.read_json_or(llm_cache_path(key), None)
             if cached is not None:
-                return self._from_cache(key, cached, messages, schema, model)
+                answer = self._from_cache(key, cached, messages, schema, model, repair)
+                if answer is not None:
+                    return answer
         if self.batch is not None:
             refused = self.batch.take_failure(key)
             if refused is not None:
@@ -384,63 +414,50 @@ class LLMClient:
             raise
 
     def _from_cache(
-        self, key: str, cached: dict, messages: list[dict[str, str]], schema: dict, model: type[BaseModel]
-    ) -> LLMAnswer:
+        self,
+        key: str,
+        cached: dict,
+        messages: list[dict[str, str]],
+        schema: dict,
+        model: type[BaseModel],
+        repair: bool,
+    ) -> LLMAnswer | None:
         """An answer made before — no request now; its tokens are what it cost when it was made. An answer the
-        Batch API brought (``unread``) counts once as a request sent, at the batch price."""
+        Batch API brought (``unread``) counts once as a request sent, at the batch price. None: a cut answer under
+        a lower limit than today's, to be asked again."""
         spent = cached.get("usage") or {}
         tokens = {name: int(spent.get(name, 0)) for name in ("prompt_tokens", "completion_tokens", "cached_tokens")}
         unread = bool(cached.get("unread"))
         usage = Usage(calls=1, **tokens) if unread else Usage(cache_hits=1, **tokens)
         if self.price is not None:
             cost = self.price.cost(*tokens.values(), batch=bool(cached.get("batch")))
-            if unread:
-                usage.cost = cost
-            else:
-                usage.reused_cost = cost
-        if unread:
-            cached = {name: value for name, value in cached.items() if name != "unread"}
+            usage.cost, usage.reused_cost = (cost, 0.0) if unread else (0.0, cost)
+        read = {name: value for name, value in cached.items() if name != "unread"}
         if cached.get("cut"):
+            if int(cached.get("max_tokens", 0)) < self.config.max_tokens:
+                return None
             if unread:
-                self.cache.write_json(llm_cache_path(key), cached)
-            if int(cached.get("max_tokens", 0)) >= self.config.max_tokens:
-                error = LLMAnswerCutError(cached["cut"])  # cut before at this limit or a higher one: no call now
-                error.usage = usage
-                raise error
-            return self._complete_fresh(messages, schema, model, key, usage)
-        if "content" in cached:  # a Batch API answer, not read yet: parsed like one that just arrived
-            data, problem = self._parse(cached["content"], model)
+                self.cache.write_json(llm_cache_path(key), read)
+            error = LLMAnswerCutError(cached["cut"])  # cut before at this limit or a higher one: no call now
+            error.usage = usage
+            raise error
+        if "data" not in cached:  # a Batch API answer not read yet: parsed as one that just arrived
+            data, problem = self._parse(cached.get("content") or "", model)
             if problem is not None:
+                if not repair:
+                    self.cache.write_json(llm_cache_path(key), read)
+                    error = LLMResponseError(f"LLM reply was not valid JSON for the schema after one repair: {problem}")
+                    error.usage = usage
+                    raise error
                 LOG.warning("Batch API reply was not valid (%s); asking once for a repair", problem)
-                try:
-                    repaired = self.complete(self._repair(messages, cached["content"], problem), schema, model)
-                except LLMQueuedError:
-                    if unread:
-                        self.cache.write_json(llm_cache_path(key), cached)
-                    raise
+                # a repair still queued leaves this answer unread: it is counted when the repair arrives
+                repaired = self.complete(self._repair(messages, cached["content"], problem), schema, model, False)
                 data = repaired.data
                 usage.add(repaired.usage)
-            cached = {name: value for name, value in cached.items() if name != "content"} | {"data": data}
-            self.cache.write_json(llm_cache_path(key), cached)
-        elif unread:
-            self.cache.write_json(llm_cache_path(key), cached)
-        return LLMAnswer(data=cached["data"], usage=usage, cached=not unread)
-
-    def _complete_fresh(
-        self, messages: list[dict[str, str]], schema: dict, model: type[BaseModel], key: str, usage: Usage
-    ) -> LLMAnswer:
-        """Asked again now (a cut answer under a higher limit): what the cached attempt cost is counted too."""
-        if self.batch is not None:
-            self.cache.delete(llm_cache_path(key))
-            return self.complete(messages, schema, model)
-        fresh = Usage()
-        try:
-            answer = self._complete(messages, schema, model, key, fresh)
-        except LLMError as error:
-            error.usage.add(fresh)
-            raise
-        answer.usage.add(usage)
-        return answer
+            read = {name: value for name, value in read.items() if name != "content"} | {"data": data}
+        if unread or "data" not in cached:
+            self.cache.write_json(llm_cache_path(key), read)
+        return LLMAnswer(data=read["data"], usage=usage, cached=not unread)
 
     def _body(self, messages: list[dict[str, str]], schema: dict) -> dict[str, Any]:
         """The request as the Batch API sends it (the same as a request sent now)."""
@@ -449,7 +466,7 @@ class LLMClient:
             "messages": messages,
             "temperature": 0,
             "max_tokens": self.config.max_tokens,
-            "response_format": self._response_format(schema),
+            "response_format": self._response_format(schema, self._format.current),
         }
 
     @staticmethod
@@ -487,8 +504,8 @@ class LLMClient:
         text = content.strip()
         if text.startswith("```"):
             text = text.strip("`").removeprefix("json").strip()
-        try:
-            raw = json.loads(text)
+        try:  # strict=False: a raw line break inside a quote is the model's, not broken JSON (small models do it)
+            raw = json.loads(text, strict=False)
         except json.JSONDecodeError as error:
             return {}, f"invalid JSON ({error.msg} at line {error.lineno} column {error.colno})"
         if not isinstance(raw, dict):

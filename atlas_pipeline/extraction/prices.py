@@ -4,6 +4,7 @@ quietly too low."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 MILLION = 1_000_000
+_DATED = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{4})$")  # -2024-07-18, -0613
 
 
 class PriceError(ValueError):
@@ -43,11 +45,12 @@ class PriceTable:
     source: str = ""
 
     def price_of(self, model: str) -> Price | None:
-        """The model's price: its own entry, else the longest entry its name starts with (a dated snapshot)."""
+        """The model's price: its own entry, else its family's when the name is a dated snapshot of it
+        (``gpt-4o-mini-2024-07-18``); another variant (``gpt-4o-audio-preview``) has no price until it is given."""
         if model in self.models:
             return self.models[model]
-        prefixes = [name for name in self.models if model.startswith(name)]
-        return self.models[max(prefixes, key=len)] if prefixes else None
+        family = _DATED.sub("", model)
+        return self.models.get(family) if family != model else None
 
 
 def load_prices(path: str | Path) -> PriceTable:

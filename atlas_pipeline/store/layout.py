@@ -18,6 +18,7 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     llm_batches/sent/<request hash>.json           a request in a submitted batch (which one, for which documents)
     llm_batches/failed/<request hash>.json         a request the batch refused for good (the reason, read once)
     llm_batches/batches/<batch id>.json            a submitted batch: its requests, documents and last status
+    llm_batches/ready/<key>.json                   a document whose answers arrived: run it again to grade them
     documents/<key>/review.json                    the review: final values merged from the extraction and decisions
     reviews/decisions/<key>/<stamp>-<id>.json      the audit log: one file per decision, written once, never changed
     reviews/imports/<stamp>-<sha256>.json          what a reviewed workbook from the inbox did, row by row
@@ -127,6 +128,11 @@ def llm_cache_path(request_key: str) -> str:
 def llm_batch_request_path(state: str, request_key: str) -> str:
     """A request of the Batch API queue in ``state``: queued, sent or failed."""
     return f"{LLM_BATCHES}/{state}/{request_key}.json"
+
+
+def llm_batch_ready_path(document: str) -> str:
+    """A document whose Batch API answers (or refusals) arrived and are not read by its run yet."""
+    return f"{LLM_BATCHES}/ready/{document}.json"
 
 
 def llm_batch_path(batch_id: str) -> str:
