@@ -45,12 +45,17 @@ def main() -> None:
             distinct_copy(originals[n % len(originals)], n // len(originals), copies) for n in range(args.documents)
         ]
         with contextlib.ExitStack() as stack:
-            extra = {}
+            extra, setup = {}, "skip mode (no LLM)"
             if args.llm_latency:
                 endpoint = stack.enter_context(scripted_openai_server(Path(folder)))
                 endpoint.script(default={"content": answer(), "delay": args.llm_latency})
                 extra = {"ATLAS_LLM_BASE_URL": endpoint.base_url, "ATLAS_LLM_MODEL": "gpt-4o-mini"}
             result = run_soak(Path(folder) / "soak", documents, args.minutes * 60, settle_seconds=900, extra_env=extra)
+            if args.llm_latency:
+                setup = (
+                    f"LLM mode: a scripted OpenAI-compatible endpoint answering in {args.llm_latency:g} s, "
+                    f"{len(endpoint.requests())} requests answered; ATLAS_LLM_CONCURRENCY at its default"
+                )
     samples = result.rss_samples
     quarter = max(1, len(samples) // 4)
     first, last = statistics.mean(samples[:quarter]), statistics.mean(samples[-quarter:])
@@ -76,6 +81,7 @@ def main() -> None:
         args.report,
         "Soak: the living knowledge base under the daemon",
         [
+            ("Setup", f"{args.documents} documents published over {args.minutes:g} minutes; {setup}."),
             ("Goals", table(["goal", "measured", "met"], goals)),
             (
                 "Figures",

@@ -159,6 +159,7 @@ class BatchQueue:
             self._record(entry, "queued", "sent", {**entry, "batch": batch.id, "sent_at": record["submitted_at"]})
         LOG.info("Batch API: submitted %s: %d request(s), %d document(s)", batch.id, len(entries), len(documents))
         report.submitted.append(batch.id)
+        report.open[batch.id] = f"{batch.status} 0/{len(entries)}"
 
     def _record(
         self, entry: dict[str, Any], old: str, new: str, value: dict[str, Any], report: PollReport | None = None
