@@ -21,7 +21,7 @@ from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import CatalogEntry, now_iso, sha256_of
-from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceMissingError
+from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceMissingError, SourceRefusedError
 from atlas_pipeline.parsing import (
     DocumentError,
     ParsedDocument,
@@ -63,6 +63,10 @@ def take_snapshot(
         return record
     try:
         data = knowledge_base.read(entry.source_path)
+    except SourceRefusedError as error:  # became a link leaving the knowledge base (or no file) after the scan
+        record.problem = Problem(status="skipped", reason=str(error), stage="snapshot")
+        write_record(store, entry.key, "snapshot", record)
+        return record
     except SourceMissingError as error:
         record.problem = Problem(status="failed", reason=str(error), stage="snapshot")
         write_record(store, entry.key, "snapshot", record)

@@ -14,10 +14,14 @@ A knowledge base is whatever people drop into a shared folder, so one bad entry 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -30,6 +34,11 @@ CHUNK = 1 << 20
 
 class SourceMissingError(FileNotFoundError):
     """The source file is gone (deleted or renamed between listing and reading)."""
+
+
+class SourceRefusedError(SourceMissingError):
+    """The source became something the knowledge base does not read after it was listed (a link to a file
+    outside it, a directory, a device): refused when it is opened, never read."""
 
 
 class KnowledgeBaseError(FileNotFoundError):
@@ -144,28 +153,55 @@ class KnowledgeBase:
             return SourceFile(relative, 0, "", "not a regular file (a pipe, socket or device); not read")
         return SourceFile(relative, info.st_size, str(info.st_mtime))
 
-    def read(self, relative: str) -> bytes:
-        """The bytes of one source; ``SourceMissingError`` when it has vanished."""
+    @contextlib.contextmanager
+    def open(self, relative: str) -> Iterator[BinaryIO]:
+        """One source opened for reading — the only way a source is read. A local file is checked *as opened*
+        (its descriptor's real path inside the knowledge base, a regular file), so a file swapped for a link to
+        something outside after the listing is refused (``SourceRefusedError``), however long ago it was listed.
+        ``SourceMissingError`` when it has vanished."""
+        path = f"{self.root}/{relative}"
+        if not self.local:  # object-store keys are not links
+            try:
+                with self.fs.open(path, "rb") as handle:
+                    yield handle
+            except FileNotFoundError as error:
+                raise SourceMissingError(f"source vanished before it could be read: {relative}") from error
+            return
         try:
-            return self.fs.cat_file(f"{self.root}/{relative}")
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError as error:
             raise SourceMissingError(f"source vanished before it could be read: {relative}") from error
+        except OSError as error:
+            raise SourceRefusedError(f"{relative}: cannot be opened ({error.strerror or error}); not read") from None
+        with os.fdopen(descriptor, "rb") as handle:
+            real = os.path.realpath(f"/proc/self/fd/{descriptor}") if os.path.exists("/proc/self/fd") else None
+            if real is None:  # no /proc: the path's real location, checked just after the open
+                real = os.path.realpath(path)
+            if not _inside(real, os.path.realpath(self.root)):
+                raise SourceRefusedError(
+                    f"{relative} now leads outside the knowledge base (changed after it was listed); not read"
+                )
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise SourceRefusedError(f"{relative} is no longer a regular file; not read")
+            yield handle
+
+    def read(self, relative: str) -> bytes:
+        """The bytes of one source (``open``'s checks and errors)."""
+        with self.open(relative) as handle:
+            return handle.read()
 
     def sha256(self, relative: str) -> tuple[str, int]:
         """sha256 and size of one source, read in chunks (a large file is never held in memory)."""
         digest, size = hashlib.sha256(), 0
-        try:
-            with self.fs.open(f"{self.root}/{relative}", "rb") as handle:
-                while chunk := handle.read(CHUNK):
-                    digest.update(chunk)
-                    size += len(chunk)
-        except FileNotFoundError as error:
-            raise SourceMissingError(f"source vanished before it could be read: {relative}") from error
+        with self.open(relative) as handle:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
         return digest.hexdigest(), size
 
     def head(self, relative: str, size: int = 8192) -> bytes:
         """The first bytes of a source (enough to tell what it is)."""
-        with self.fs.open(f"{self.root}/{relative}", "rb") as handle:
+        with self.open(relative) as handle:
             return handle.read(size)
 
     def url(self, relative: str) -> str:

@@ -13,7 +13,7 @@ from atlas_pipeline.extraction.templates import Template, TemplateField, Templat
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.ops.redaction import redact_value, secret_values
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
-from atlas_pipeline.outputs.workbook import truncate_for_cells, workbook_bytes
+from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import DecisionRefused, coerce_value
 from atlas_pipeline.review.outcome import DocumentReview
 from atlas_pipeline.store.files import Store
@@ -378,8 +378,8 @@ def completion_frame(completion: TaskCompletion) -> pl.DataFrame:
 
 def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
     buffer = io.BytesIO()
-    if fmt == "csv":  # long values cut visibly (csv readers have field limits); parquet and jsonl keep them whole
-        truncate_for_cells(frame, full_in).write_csv(buffer)
+    if fmt == "csv":  # long values cut visibly (csv readers have field limits), formulas opened as text
+        neutralise_formulas(truncate_for_cells(frame, full_in)).write_csv(buffer)
     elif fmt == "parquet":
         frame.write_parquet(buffer)
     elif fmt == "jsonl":

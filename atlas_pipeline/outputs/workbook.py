@@ -56,6 +56,27 @@ def truncate_for_cells(frame: pl.DataFrame, full_in: str) -> pl.DataFrame:
     )
 
 
+_FORMULA_START = r"^[=+\-@\t\r]"  # what a spreadsheet reads as the start of a formula (OWASP, CSV injection)
+_PLAIN_NUMBER = r"^[+-]?(?:\d+(?:[.,]\d+)*|\.\d+)(?:[eE][+-]?\d+)?%?$"
+
+
+def neutralise_formulas(frame: pl.DataFrame) -> pl.DataFrame:
+    """Text cells that a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return) get a leading ``'`` so they open as text, as OWASP recommends for CSV; numbers written as text
+    (``-0.5``, ``+3``) stay as they are, and numeric columns are numbers already. For csv only: xlsx writes plain
+    string cells, parquet and jsonl keep exact values."""
+    columns = [name for name, dtype in frame.schema.items() if dtype == pl.String]
+    if not columns or frame.is_empty():
+        return frame
+    return frame.with_columns(
+        pl.when(pl.col(name).str.contains(_FORMULA_START) & ~pl.col(name).str.contains(_PLAIN_NUMBER))
+        .then(pl.lit("'") + pl.col(name))
+        .otherwise(pl.col(name))
+        .alias(name)
+        for name in columns
+    )
+
+
 def _width(header: str, values: Sequence[object]) -> int:
     lengths = sorted(len(str(v)) for v in values if v is not None)
     typical = lengths[int(len(lengths) * 0.9)] if lengths else 0

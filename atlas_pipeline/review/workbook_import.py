@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import zipfile
 from typing import Any
 
 import polars as pl
@@ -67,8 +68,47 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
+MAX_WORKBOOK_BYTES = 50_000_000  # an exported workbook of 10,000 documents is a few MB
+MAX_UNPACKED_BYTES = 400_000_000  # what its XML may unpack to, counted as it unpacks (headers may lie)
+MAX_ENTRIES = 5_000
+MAX_RATIO = 200  # unpacked / packed of one entry: sheet XML packs ~10–50×, a zip bomb 1,000× and more
+
+
+def check_workbook(data: bytes) -> None:
+    """Refuse (ValueError, with the reason) a file that is no xlsx archive or one that would unpack to far more
+    than a workbook: its size, entry count, each entry's ratio as declared, and the bytes really unpacked, counted
+    in bounded chunks — before any spreadsheet reader sees it."""
+    if len(data) > MAX_WORKBOOK_BYTES:
+        raise ValueError(
+            f"too large for a workbook: {len(data) / 1e6:.0f} MB (limit {MAX_WORKBOOK_BYTES / 1e6:.0f} MB)"
+        )
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise ValueError(f"not an xlsx workbook ({error})") from None
+    if len(entries) > MAX_ENTRIES:
+        raise ValueError(f"an archive of {len(entries)} entries is no workbook (limit {MAX_ENTRIES})")
+    unpacked = 0
+    for entry in entries:
+        if entry.file_size > MAX_RATIO * max(entry.compress_size, 10_000):
+            raise ValueError(
+                f"{entry.filename} would unpack {entry.file_size // max(entry.compress_size, 1)}× (a zip bomb?)"
+            )
+        try:
+            with archive.open(entry) as member:
+                while chunk := member.read(1 << 20):
+                    unpacked += len(chunk)
+                    if unpacked > MAX_UNPACKED_BYTES:
+                        raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES / 1e6:.0f} MB (a zip bomb?)")
+        except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
+            raise ValueError(f"not a readable xlsx workbook ({entry.filename}: {error})") from None
+
+
 def read_rows(data: bytes) -> list[dict[str, Any]]:
-    """The ``fields`` sheet as rows of cells (values as Excel holds them), or ValueError saying what is missing."""
+    """The ``fields`` sheet as rows of cells (values as Excel holds them), or ValueError saying what is missing (or
+    why the file is refused before it is opened: ``check_workbook``)."""
+    check_workbook(data)
     try:
         frame = pl.read_excel(io.BytesIO(data), sheet_name=SHEET, infer_schema_length=0)
     except Exception as error:  # fastexcel raises its own types for every kind of unreadable file
