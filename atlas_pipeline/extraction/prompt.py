@@ -6,6 +6,7 @@ sections or fences is neutralised before it goes in, so a document cannot end it
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -44,42 +45,100 @@ Contract:
 7. Lines like <!-- page 3 --> mark where a page begins; never quote them. A character shown as \ufffd could not be
    read from the PDF: copy it as it is."""
 
-_TAG = re.compile(r"<\s*/?\s*(FULL_TEXT|HIGH_FIDELITY_TABLES)\b[^>]*>", re.IGNORECASE)
-_FENCE = re.compile(r"={2,}\s*(BEGIN|END)\s+CUSTOM\s+EXTRACTION\s+RULES[^\n=]*={0,}", re.IGNORECASE)
+# letters with ASCII look-alikes, and separators, as an attacker may write our markers ("HIGH_FlDEL1TY", "FULL TEXT")
+_LOOK_ALIKES = {"I": "[I1l|!]", "L": "[L1I|]", "O": "[O0]", "S": "[S5$]", "E": "[E3]", "A": "[A4@]", "T": "[T7]"}
+_SEPARATOR = r"[\W_]*"
 
 
-# letters of other scripts that look like Latin ones: a marker spelt with them must not pass as harmless
-_CONFUSABLES = str.maketrans(
-    "АВЕКМНОРСТХаеорсухІіЈјԁԛԜԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ",
-    "ABEKMHOPCTXaeopcyxIiJjdqWwABEZHIKMNOPTYXaeikvoptux",
+def _loose(*words: str) -> str:
+    return _SEPARATOR.join("".join(_LOOK_ALIKES.get(c, re.escape(c)) for c in word) for word in words)
+
+
+# a section tag, its `>` optional; a rules banner, whatever draws it, or its words alone
+_TAG = re.compile(
+    rf"<\s*/?\s*(?:{_loose('FULL', 'TEXT')}|{_loose('HIGH', 'FIDELITY', 'TABLES')})(?![a-z0-9])[^<>\n]*>?",
+    re.IGNORECASE,
 )
+_FENCE = re.compile(
+    rf"(?:[^\w\s]+[ \t]*)?(?:{_loose('BEGIN')}|{_loose('END')}){_SEPARATOR}{_loose('CUSTOM')}{_SEPARATOR}"
+    rf"{_loose('EXTRACTION')}{_SEPARATOR}{_loose('RULES')}(?:\s*\([^)\n]*\))?(?:[ \t]*[^\w\s]+)*",
+    re.IGNORECASE,
+)
+# letters of other scripts that look like Latin ones, kept by hand where Unicode's confusables say otherwise (its
+# skeleton maps Greek Ι to "l"; a marker reader sees an I)
+_HAND = dict(
+    zip(
+        "АВЕКМНОРСТХаеорсухІіЈјԁԛԜԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχ",
+        "ABEKMHOPCTXaeopcyxIiJjdqWwABEZHIKMNOPTYXaeikvoptux",
+        strict=True,
+    )
+)
+_SMALL_CAPITAL = re.compile(r"^(?:LATIN|MODIFIER) LETTER (?:SMALL CAPITAL|CAPITAL|SMALL) ([A-Z])$")
+# default-ignorable code points that are not format characters (Cf): combining grapheme joiner, Hangul fillers,
+# Mongolian and variation selectors
+_IGNORABLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]")
+
+
+@functools.cache
+def _latin_look_alikes() -> dict[str, str]:
+    """Every character Unicode's confusables table says looks like an ASCII letter, digit or sign
+    (``confusable-homoglyphs`` ships the table), the hand-kept ones first."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    table: dict[str, str] = {}
+    for char, homoglyphs in confusables_data.items():
+        if len(char) == 1 and not char.isascii():
+            ascii_ = [h["c"] for h in homoglyphs if len(h["c"]) == 1 and h["c"].isascii()]
+            if ascii_:
+                table[char] = ([c for c in ascii_ if c.isalnum()] or ascii_)[0]
+    return table | _HAND
+
+
+def _fold_char(char: str) -> str:
+    """One character as a marker reader sees it: decomposed (NFKC compatibility forms, accents dropped),
+    invisible characters gone, look-alike letters (other scripts, small capitals) as the Latin letter."""
+    if unicodedata.category(char) == "Cf" or _IGNORABLE.match(char):
+        return ""
+    out = []
+    for part in unicodedata.normalize("NFKD", char):
+        if unicodedata.category(part) in ("Mn", "Me"):
+            continue  # a combining mark drawn over a letter of a marker
+        small = _SMALL_CAPITAL.match(unicodedata.name(part, ""))
+        out.append(small.group(1) if small else _latin_look_alikes().get(part, part))
+    return "".join(out)
 
 
 def _folded(text: str) -> tuple[str, list[int]]:
-    """The text as a marker detector must see it — NFKC (full-width ``＜``), invisible format characters (zero-width
-    joiners, soft hyphens) removed, look-alike letters mapped to Latin — and, per folded character, where it came
-    from in the original."""
+    """The text as a marker detector must see it (``_fold_char`` for each character) and, per folded character,
+    where it came from in the original."""
     chars: list[str] = []
     offsets: list[int] = []
     for index, char in enumerate(text):
-        if unicodedata.category(char) == "Cf":
-            continue
-        for part in unicodedata.normalize("NFKC", char).translate(_CONFUSABLES):
+        for part in _fold_char(char) if not char.isascii() else char:
             chars.append(part)
             offsets.append(index)
     return "".join(chars), offsets
 
 
 def neutralise(text: str) -> str:
-    """Defuse anything that looks like one of our section tags or rule fences — case, spacing, full-width forms,
-    zero-width characters and look-alike letters included — by rewriting it as a bracketed, inert form."""
+    """Defuse anything that looks like one of our section tags or rule fences — case, separators, a missing ``>``,
+    any banner, full-width forms, invisible characters, combining marks and look-alike letters included — by
+    rewriting it as a bracketed, inert form."""
     folded, offsets = _folded(text)
     spans: list[tuple[int, int, str]] = []
-    for pattern, strip in ((_TAG, "<>"), (_FENCE, "= ")):
+    for pattern, edges in ((_TAG, r"^[<\s]+|[>\s]+$"), (_FENCE, r"^[\W_]+|[\W_]+$")):
         for match in pattern.finditer(folded):
             start, end = offsets[match.start()], offsets[match.end() - 1] + 1
-            spans.append((start, end, "[" + match.group(0).strip(strip).strip() + "]"))
-    for start, end, replacement in sorted(spans, reverse=True):
+            spans.append((start, end, "[" + re.sub(edges, "", match.group(0)) + "]"))
+    spans.sort()
+    kept: list[tuple[int, int, str]] = []
+    for span in spans:  # a fence's words inside a tag's span (or the other way round): rewritten once
+        if kept and span[0] < kept[-1][1]:
+            if span[1] > kept[-1][1]:
+                kept[-1] = (kept[-1][0], span[1], kept[-1][2])
+            continue
+        kept.append(span)
+    for start, end, replacement in reversed(kept):
         text = text[:start] + replacement + text[end:]
     return text
 
