@@ -339,6 +339,7 @@ def command_search(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.search.backends import open_index
+    from atlas_pipeline.search.entries import QueryTooLongError
 
     settings = load_settings()
     prepare_dagster_home(settings.instance_config)
@@ -347,7 +348,11 @@ def command_search(args: argparse.Namespace) -> int:
         open_index(settings.search_backend, settings.search_sqlite, instance) as index,
     ):
         started = time.perf_counter()
-        hits = index.search(args.query, args.status, args.field, args.source, max(1, args.limit))
+        try:
+            hits = index.search(args.query, args.status, args.field, args.source, max(1, args.limit))
+        except QueryTooLongError as error:
+            print(f"atlas: {error}", file=sys.stderr)
+            return 2
         took = time.perf_counter() - started
         total = index.count()
     if not total:

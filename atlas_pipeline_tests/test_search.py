@@ -8,6 +8,7 @@ import hashlib
 import shutil
 
 import dagster as dg
+import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -15,6 +16,7 @@ from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG
 from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.review.app import create_app
+from atlas_pipeline.search.entries import QueryTooLongError
 from atlas_pipeline.store.layout import provenance_path
 from atlas_pipeline_tests.corpus import copy_into, corpus_file
 from atlas_pipeline_tests.helpers import http_request, latest_metadata, serve
@@ -62,6 +64,9 @@ def check_search(instance, settings, atlas, knowledge_base, backend: str) -> Non
         assert index.search("xyzzyplugh") == []
         assert [h.key for h in index.search("renal", source="renal-feed")] == ["PMC3508963.pdf"]
         assert index.search("renal", source="another-feed") == []
+        with pytest.raises(QueryTooLongError, match="at most 32 words"):  # a clear message, never SQL's refusal
+            index.search(" ".join(["renal colic"] * 2_300))
+        assert index.search(" ".join(["renal"] * 32))  # 32 words: still a search
     # unchanged documents are skipped; a removed source leaves the index
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     again = latest_metadata(instance, "search_index")
@@ -109,3 +114,5 @@ def test_values_are_searchable_by_field_and_on_the_review_page(run, llm_server, 
         assert status == 200 and "&lt;1&gt;" in page and "<script>alert(1)" not in page, page
         status, page = http_request(f"{url}/search?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E")
         assert status == 200 and "<script>alert(1)" not in page
+        status, page = http_request(f"{url}/search?q=" + "+".join(["grape"] * 4_600))
+        assert status == 200 and "at most 32 words" in page and len(page) < 50_000

@@ -9,6 +9,7 @@ secret is ever rendered. Bound to 127.0.0.1 by ``atlas review``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,12 @@ from atlas_pipeline.review.decisions import (
 from atlas_pipeline.review.evidence import locate_quote, render_page, text_evidence
 from atlas_pipeline.review.outcome import DocumentReview, FinalField, review_document
 from atlas_pipeline.review.workbook_import import import_reports
+from atlas_pipeline.search.entries import MAX_QUERY_CHARS, QueryTooLongError
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import record_path
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
+
+LOG = logging.getLogger("atlas.review")
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 TEMPLATES.env.filters["value"] = value_text
@@ -462,13 +466,16 @@ async def search(request: Request) -> Response:
             with page.atlas.search_index(page.instance()) as index:
                 hits = index.search(query, limit=50, **filters)
                 total = index.count()
-        except Exception as problem:  # an index that cannot be opened: said on the page, never a stack trace
-            error = f"search unavailable: {type(problem).__name__}: {problem}"
+        except QueryTooLongError as problem:
+            error = str(problem)
+        except Exception as problem:  # said on the page in a few words (never SQL, never a stack trace), logged whole
+            LOG.exception("search failed")
+            error = f"search unavailable ({type(problem).__name__}); the review page's log has the details"
     return TEMPLATES.TemplateResponse(
         request,
         "search.html",
         {
-            "search_query": query,
+            "search_query": query[:MAX_QUERY_CHARS],  # a query past the limit is not echoed whole
             "filters": filters,
             "hits": hits,
             "total": total,

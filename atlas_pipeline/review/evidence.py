@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 PAGE_ZOOM = 1.5  # 108 dpi: readable on a laptop screen, a few hundred KB per page
+MAX_PAGE_PIXELS = 3_000  # the longer side of a page image: a 14,400 pt page is drawn smaller, not at 21,600 px
 CONTEXT_CHARS = 1200
 MIN_PIECE_CHARS = 8
 WORDS_PER_PIECE = 5
@@ -108,7 +109,12 @@ def render_page(pdf: bytes, number: int) -> bytes:
     with pymupdf.open(stream=pdf, filetype="pdf") as document:
         if not 1 <= number <= document.page_count:
             raise ValueError(f"no page {number} (the document has {document.page_count})")
-        return document[number - 1].get_pixmap(matrix=pymupdf.Matrix(PAGE_ZOOM, PAGE_ZOOM)).tobytes("png")
+        page = document[number - 1]
+        zoom = min(PAGE_ZOOM, MAX_PAGE_PIXELS / max(page.rect.width, page.rect.height, 1))
+        try:  # the highlights are placed in shares of the page: any resolution keeps them in place
+            return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom)).tobytes("png")
+        except Exception as error:  # MuPDF's own errors: a short reason, not its traceback
+            raise ValueError(f"page {number} could not be drawn ({type(error).__name__})") from None
 
 
 def text_evidence(text: str, start: int | None, end: int | None, quote: str | None) -> str:

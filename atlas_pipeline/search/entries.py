@@ -118,6 +118,23 @@ def indexed_document(store: Store, state: DocumentState, mark: str = "") -> Inde
     )
 
 
+MAX_QUERY_CHARS = 1_000
+MAX_QUERY_TERMS = 32
+
+
+class QueryTooLongError(ValueError):
+    """A query past the limits: a search is a few words, not a document (a 4,600-word query is too complex for a
+    database to plan, and no person types one)."""
+
+
 def query_terms(query: str) -> list[str]:
-    """The words and "quoted phrases" of a query as a person typed it (operators are not interpreted)."""
-    return [term.strip('"') for term in _QUERY_TERM.findall(query) if term.strip('"').strip()]
+    """The words and "quoted phrases" of a query as a person typed it (operators are not interpreted), at most
+    ``MAX_QUERY_TERMS`` of them in ``MAX_QUERY_CHARS`` characters (else ``QueryTooLongError`` says so)."""
+    terms = [term.strip('"') for term in _QUERY_TERM.findall(query[: MAX_QUERY_CHARS + 1]) if term.strip('"').strip()]
+    if len(query) > MAX_QUERY_CHARS or len(terms) > MAX_QUERY_TERMS:
+        words = len(query.split())
+        raise QueryTooLongError(
+            f'a search takes at most {MAX_QUERY_TERMS} words or "phrases" and {MAX_QUERY_CHARS:,} characters '
+            f"(this one: {words:,} words, {len(query):,} characters): search for the few words that matter"
+        )
+    return terms
