@@ -5,6 +5,7 @@ spreadsheet round trip with good and bad rows."""
 import html
 import io
 import json
+import re
 import shutil
 import urllib.error
 import urllib.parse
@@ -409,3 +410,20 @@ def test_text_evidence_marks_the_span_and_escapes_the_document():
     assert '<mark id="evidence">We randomised 40 adults</mark>' in html and "<script>" not in html
     assert "&lt;script&gt;" in html
     assert "<mark" not in text_evidence(text, None, None, "not in the text")
+
+
+def test_a_reviewer_name_must_read_as_written(llm_server, run):
+    """Until reviewers log in, the name is what the audit log has: a right-to-left override that shows one person
+    for another, control characters, an endless name — each refused with the reason; a plain name is kept as typed."""
+    llm_server.script({"content": answer()})
+    _, record = run()
+    for name, reason in (
+        ("\u202eecila", "direction characters (U+202E)"),
+        ("ana\x1b[2Jbob", "control or direction characters (U+001B)"),
+        ("ana" * 40_000, "at most 80 characters (this one: 120,000)"),
+        ("   ", "say who decides"),
+    ):
+        with pytest.raises(DecisionRefused, match=re.escape(reason)):
+            _decide(run.atlas, record, "n_control", "approve", reviewer=name)
+    kept = _decide(run.atlas, record, "n_control", "approve", reviewer="  José Ñúñez  ")
+    assert kept.reviewer == "José Ñúñez"

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import math
+import unicodedata
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
@@ -170,6 +171,26 @@ def _file_stamp(decided_at: str) -> str:
     return decided_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
 
 
+MAX_REVIEWER_CHARS = 80
+
+
+def reviewer_name(name: str | None) -> str:
+    """A reviewer's name as recorded: NFC, trimmed; refused when empty, longer than ``MAX_REVIEWER_CHARS`` or holding
+    a control, format or bidirectional character (a right-to-left override shows "alice" for what is stored as
+    someone else's name). Until reviewers log in, a name is all the audit log has: it must read as written."""
+    name = unicodedata.normalize("NFC", name or "").strip()
+    if not name:
+        raise DecisionRefused("say who decides: enter your name (or set ATLAS_REVIEWER)")
+    if len(name) > MAX_REVIEWER_CHARS:
+        raise DecisionRefused(f"a reviewer's name is at most {MAX_REVIEWER_CHARS} characters (this one: {len(name):,})")
+    hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    if hidden:
+        raise DecisionRefused(
+            f"a reviewer's name cannot hold control or direction characters ({', '.join(hidden[:5])}): type it plainly"
+        )
+    return name
+
+
 def decide(
     store: Store,
     record: ExtractionRecord | None,
@@ -219,9 +240,7 @@ def decide(
             f"the model's value of {field} changed since this was shown ({shown_value!r}, now "
             f"{value_text(extracted.get('value'))!r}): look at the new value and decide again"
         )
-    reviewer = (reviewer or "").strip()
-    if not reviewer:
-        raise DecisionRefused("say who decides: enter your name (or set ATLAS_REVIEWER)")
+    reviewer = reviewer_name(reviewer)
     corrected = coerce_value(value, template_field) if action == "correct" else None
     for earlier in load_decisions(store, record.key) if decision_id or source != "page" else []:
         repeated = (
