@@ -8,7 +8,8 @@ The folder holds::
                    an item is in the feed once ``after`` seconds have passed since the server started
     docs/<file>    the documents (``path`` defaults to /docs/<file>)
     robots.txt     served when present (404 otherwise)
-    control.json   {"fail": ["/path", …], "slow": {"/path": seconds}, "atom": false}
+    control.json   {"fail": ["/path", …], "slow": {"/path": seconds}, "atom": false,
+                    "redirect": {"/path": "location"}, "trickle": {"/path": seconds between two bytes}}
     requests.jsonl written by the server: one line per request (path, status, User-Agent, conditional headers)
 
 Usage: ``python -m atlas_pipeline_tests.feed_server FOLDER PORT``.
@@ -65,6 +66,20 @@ class Site(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(body)
 
+    def _trickle(self, data: bytes, content_type: str, pause: float) -> None:
+        self._log(200)
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for byte in data:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(pause)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
     def _feed(self) -> bytes:
         items = [
             item for item in _read_json(self.folder / "items.json", []) if time.time() - STARTED >= item.get("after", 0)
@@ -90,6 +105,8 @@ class Site(BaseHTTPRequestHandler):
             time.sleep(float(control["slow"][path]))
         if path in control.get("fail", []):
             return self._send(503, b"unavailable")
+        if path in control.get("redirect", {}):
+            return self._send(302, b"moved", headers={"Location": control["redirect"][path]})
         if path == "/robots.txt":
             robots = self.folder / "robots.txt"
             return self._send(200, robots.read_bytes()) if robots.exists() else self._send(404, b"no robots")
@@ -105,6 +122,8 @@ class Site(BaseHTTPRequestHandler):
             if path == item.get("path", "/docs/" + item["file"]):
                 data = (self.folder / "docs" / item["file"]).read_bytes()
                 kind = "application/pdf" if item["file"].endswith(".pdf") else "application/xml"
+                if path in control.get("trickle", {}):  # headers at once, then a byte now and then
+                    return self._trickle(data, kind, float(control["trickle"][path]))
                 return self._send(200, data, kind)
         return self._send(404, b"not found")
 

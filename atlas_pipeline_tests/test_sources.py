@@ -113,6 +113,36 @@ def test_a_slow_source_hits_its_timeout_and_counts_as_a_failure(site, tmp_path):
     assert not (kb / "collected/trials/PMC1216327.pdf").exists()
 
 
+def test_a_trickling_server_meets_a_deadline_for_the_whole_answer(site, tmp_path):
+    """A byte now and then never hits the read timeout: the whole answer has a deadline (three timeouts)."""
+    site.publish("trickle", corpus_file("rct/PMC1216327.pdf"))
+    site.control(trickle={"/docs/PMC1216327.pdf": 0.2})
+    pass_, store, kb = collector(tmp_path, feed=site.feed, timeout_seconds=1.0)
+    started = time.monotonic()
+    report = pass_.run()
+    assert time.monotonic() - started < 8
+    assert report.collected == [] and "took longer than 3 s in all" in report.failures[0]
+    assert load_state(store, "trials").consecutive_failures == 1  # a failure of the source: three pause it
+    assert not (kb / "collected/trials/PMC1216327.pdf").exists()
+
+
+def test_redirects_are_followed_by_hand_and_each_hop_asks_robots_txt(site, tmp_path):
+    """A redirect to a path robots.txt disallows — on the same site or another port of it — is never followed."""
+    site.robots("User-agent: *\nDisallow: /private/\n")
+    site.publish("moved", corpus_file("rct/PMC1216327.pdf"), path="/docs/moved.pdf")
+    site.publish("open", corpus_file("rct/PMC1574360.pdf"), path="/docs/open.pdf")
+    site.control(
+        redirect={"/docs/moved.pdf": "/private/PMC1216327.pdf", "/docs/open.pdf": "/docs/PMC1574360-final.pdf"}
+    )
+    site.publish("final", corpus_file("rct/PMC1574360.pdf"), path="/docs/PMC1574360-final.pdf", after=3600)
+    pass_, store, _kb = collector(tmp_path, feed=site.feed)
+    report = pass_.run()
+    state = load_state(store, "trials")
+    assert state.items["moved"].outcome == "disallowed" and "redirected from" in state.items["moved"].reason
+    assert report.collected == ["collected/trials/open.pdf"]  # an allowed redirect is followed
+    assert not any(r["path"].startswith("/private/") for r in site.requests())
+
+
 def test_per_domain_interval_spaces_requests_and_the_pace_follows_the_backlog(site, tmp_path):
     for name in ("PMC1216327", "PMC1574360"):
         site.publish(name, corpus_file(f"rct/{name}.pdf"))

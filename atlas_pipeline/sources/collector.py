@@ -150,7 +150,11 @@ class Collector:
         state.pace = report.pace = factor
         domains = load_domains(self.store)
         client = PoliteClient(
-            self.politeness.user_agent, self.source.timeout_seconds, self.politeness.max_bytes, domains.robots
+            self.politeness.user_agent,
+            self.source.timeout_seconds,
+            self.politeness.max_bytes,
+            domains.robots,
+            before_hop=lambda url: self._hop(domains, url, factor),
         )
         try:
             with client:
@@ -162,6 +166,12 @@ class Collector:
         report.waiting = len(state.queue())
         report.paused = state.paused_reason if state.paused else ""
         return report
+
+    def _hop(self, domains: Domains, url: str, factor: float) -> None:
+        """A redirect to another site: asked only when that site's pace allows, and counted as a request to it."""
+        if not self._free(domains, url, factor):
+            raise FetchError(f"redirected to {domain_of(url)}, which was asked too recently: tried again later")
+        domains.last_request[domain_of(url)] = time.time()
 
     def _free(self, domains: Domains, url: str, factor: float) -> bool:
         interval = domain_interval(self.source.min_domain_interval_seconds, factor)

@@ -4,8 +4,9 @@ request. Nothing here decides *when* to ask — ``pace`` does; this module only 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx2 as httpx
 from protego import Protego
@@ -32,6 +33,9 @@ class DisallowedError(FetchError):
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429})
 MAX_ROBOTS_BYTES = 500_000
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+DEADLINE_TIMEOUTS = 3  # a request's whole answer within this many read timeouts: a trickling server is a failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +73,17 @@ class PoliteClient:
         timeout_seconds: float,
         max_bytes: int,
         robots: dict[str, tuple[str, float]] | None = None,
+        before_hop: Callable[[str], None] | None = None,
     ) -> None:
         self.user_agent = user_agent
         self.max_bytes = max_bytes
         self.robots = robots if robots is not None else {}
+        self.deadline_seconds = DEADLINE_TIMEOUTS * timeout_seconds
+        self.before_hop = before_hop  # a redirect to another site: the caller's pace decides (raises FetchError)
         self._client = httpx.Client(
             headers={"User-Agent": user_agent},
             timeout=httpx.Timeout(timeout_seconds),
-            follow_redirects=True,
-            max_redirects=5,
+            follow_redirects=False,  # followed by hand: every hop checked like the first request
         )
 
     def close(self) -> None:
@@ -95,12 +101,14 @@ class PoliteClient:
         domain = domain_of(url)
         cached = self.robots.get(domain)
         if cached is None or time.time() - cached[1] > ROBOTS_TTL_SECONDS:
+            deadline = time.monotonic() + self.deadline_seconds
             try:
                 with self._client.stream("GET", f"{domain}/robots.txt") as response:
                     status = response.status_code
                     body = b""
                     for chunk in response.iter_bytes():
                         body += chunk
+                        self._in_time(f"{domain}/robots.txt", deadline)
                         if len(body) > MAX_ROBOTS_BYTES:  # Google's limit: the rest is not read
                             break
             except httpx.TimeoutException as error:
@@ -114,13 +122,35 @@ class PoliteClient:
             self.robots[domain] = cached
         return Protego.parse(cached[0]).can_fetch(url, self.user_agent)
 
+    def _in_time(self, url: str, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise FetchError(f"{url} took longer than {self.deadline_seconds:g} s in all (a server sending slowly)")
+
     def get(self, url: str, etag: str = "", last_modified: str = "") -> Fetched:
-        """GET ``url`` (conditional when validators are given); ``DisallowedError`` when robots.txt forbids it,
-        ``FetchError`` for a timeout, a network error, an HTTP error status or a body over the size limit."""
+        """GET ``url`` (conditional when validators are given), following at most ``MAX_REDIRECTS`` redirects by
+        hand — each hop an http(s) URL that robots.txt allows, and, on another site, one the caller's pace allows;
+        ``DisallowedError`` when robots.txt forbids one, ``FetchError`` for a timeout, a whole answer slower than
+        ``deadline_seconds``, a network error, an HTTP error status or a body over the size limit."""
+        first = url
+        deadline = time.monotonic() + self.deadline_seconds
+        for _ in range(MAX_REDIRECTS + 1):
+            answer = self._get_one(url, etag, last_modified, deadline, first)
+            if isinstance(answer, Fetched):
+                return answer
+            following = urljoin(url, answer)
+            if self.before_hop is not None and domain_of(following) != domain_of(url):
+                self.before_hop(following)
+            url = following
+        raise FetchError(f"{first}: more than {MAX_REDIRECTS} redirects", permanent=True)
+
+    def _get_one(self, url: str, etag: str, last_modified: str, deadline: float, first: str) -> Fetched | str:
+        """One hop: the answer, or where a redirect points."""
         if not url.startswith(("http://", "https://")) or not domain_of(url):
-            raise FetchError(f"{url!r} is not a URL that can be fetched", permanent=True)
+            what = "" if url == first else f" (redirected from {first})"
+            raise FetchError(f"{url!r} is not a URL that can be fetched{what}", permanent=True)
         if not self.allowed(url):
-            raise DisallowedError(f"robots.txt of {domain_of(url)} disallows {urlsplit(url).path or '/'}")
+            what = "" if url == first else f" (redirected from {first})"
+            raise DisallowedError(f"robots.txt of {domain_of(url)} disallows {urlsplit(url).path or '/'}{what}")
         headers = {}
         if etag:
             headers["If-None-Match"] = etag
@@ -131,6 +161,8 @@ class PoliteClient:
                 if response.status_code == 304:
                     return Fetched(url=str(response.url), status=304, etag=etag, last_modified=last_modified)
                 status = response.status_code
+                if status in REDIRECTS and response.headers.get("Location"):
+                    return response.headers["Location"]
                 if status >= 400:
                     permanent = status < 500 and status not in TRANSIENT_STATUSES
                     raise FetchError(f"{url} answered HTTP {status}", permanent=permanent)
@@ -143,6 +175,7 @@ class PoliteClient:
                 size = 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
+                    self._in_time(url, deadline)
                     if size > self.max_bytes:
                         raise FetchError(
                             f"{url} is over the limit of {self.max_bytes:,} bytes (stopped reading)", permanent=True
