@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import posixpath
 import stat
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -207,23 +209,31 @@ class KnowledgeBase:
     def url(self, relative: str) -> str:
         return f"{self.location.rstrip('/')}/{relative}"
 
-    def add(self, name: str, data: bytes, folder: str = "uploads") -> str:
+    def add(self, name: str, data: bytes | BinaryIO, folder: str = "uploads") -> str:
         """Add a document (an upload from the review page) as ``folder/name`` and return its relative path; the
-        sensor then takes it like any other file. Refuses names that are not documents, a file over the size limit
+        sensor then takes it like any other file. ``data``: the bytes, or a file read in chunks (the size limit
+        counted as they come, never held whole). Refuses names that are not documents, a file over the size limit
         and a name already taken (nothing in the knowledge base is ever overwritten)."""
         base = posixpath.basename(name.replace("\\", "/")).strip()
         if not base or _is_ignored(base):
             raise ValueError(f"{name!r} is not a document file name (hidden, partial or empty)")
-        if self.max_bytes is not None and len(data) > self.max_bytes:
-            raise ValueError(
-                f"{base} is too large: {len(data) / 1_000_000:.1f} MB (limit ATLAS_MAX_DOCUMENT_MB="
-                f"{self.max_bytes / 1_000_000:g})"
-            )
-        if not data:
-            raise ValueError(f"{base} is empty")
         relative = f"{folder}/{base}"
         target = Store(self.location)
         if target.exists(relative):
             raise FileExistsError(f"{relative} is already in the knowledge base: rename the file to add it")
-        target.write_bytes(relative, data)
+        source = io.BytesIO(data) if isinstance(data, bytes) else data
+        with tempfile.SpooledTemporaryFile(max_size=CHUNK) as copy:
+            size = 0
+            while chunk := source.read(CHUNK):
+                size += len(chunk)
+                if self.max_bytes is not None and size > self.max_bytes:
+                    raise ValueError(
+                        f"{base} is too large: over {self.max_bytes / 1_000_000:g} MB (limit ATLAS_MAX_DOCUMENT_MB="
+                        f"{self.max_bytes / 1_000_000:g}; stopped reading)"
+                    )
+                copy.write(chunk)
+            if not size:
+                raise ValueError(f"{base} is empty")
+            copy.seek(0)
+            target.write_file(relative, copy)
         return relative

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import dagster as dg
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -47,6 +48,7 @@ from atlas_pipeline.store.layout import record_path
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 LOG = logging.getLogger("atlas.review")
+MAX_UPLOAD_FILES = 20
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 TEMPLATES.env.filters["value"] = value_text
@@ -414,17 +416,23 @@ async def upload(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     if not _same_origin(request):
         return PlainTextResponse("refused: an upload must come from the review page itself", status_code=403)
-    form = await request.form()
     knowledge_base = page.atlas.open_knowledge_base()
+    limit = knowledge_base.max_bytes
+    declared = request.headers.get("content-length", "")
+    if limit is not None and declared.isdigit() and int(declared) > MAX_UPLOAD_FILES * limit + 1_000_000:
+        message = f"refused: at most {MAX_UPLOAD_FILES} files of {limit / 1e6:g} MB an upload (ATLAS_MAX_DOCUMENT_MB)"
+        return RedirectResponse("/?" + urlencode({"message": message}), status_code=303)
+    form = await request.form(max_files=MAX_UPLOAD_FILES)  # files spooled to disk as they arrive, not to memory
     added, problems = [], []
     for item in form.getlist("documents"):
         if not hasattr(item, "read"):
             continue
-        data = await item.read()
-        try:
-            added.append(knowledge_base.add(item.filename or "", data))
+        try:  # read in chunks, the limit counted as they come
+            added.append(await run_in_threadpool(knowledge_base.add, item.filename or "", item.file))
         except (ValueError, OSError) as error:
             problems.append(str(error))
+        finally:
+            await item.close()
     message = (f"added {', '.join(added)}: the sensor picks them up on its next scan. " if added else "") + " ".join(
         problems
     )

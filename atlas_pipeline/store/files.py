@@ -7,12 +7,14 @@ on object stores through a single PUT, which is atomic there.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import posixpath
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -82,6 +84,11 @@ class Store:
             raise StoreError(f"cannot read {self.url(relative)}: {error}") from error
 
     def write_bytes(self, relative: str, data: bytes) -> str:
+        return self.write_file(relative, io.BytesIO(data))
+
+    def write_file(self, relative: str, source: BinaryIO) -> str:
+        """Write an object whole (a reader never sees half of it: locally a temporary file and an atomic rename) from
+        a file read in chunks (an upload is never held whole in memory)."""
         target = self.path(relative)
         try:
             if self._local:
@@ -90,15 +97,16 @@ class Store:
                 handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
                 try:
                     with os.fdopen(handle, "wb") as out:
-                        out.write(data)
-                    os.chmod(temporary, FILE_MODE)  # mkstemp makes 0600: files as any other the user writes
+                        shutil.copyfileobj(source, out, 1 << 20)
+                    os.chmod(temporary, FILE_MODE)
                     os.replace(temporary, target)
                 except BaseException:
                     if os.path.exists(temporary):
                         os.unlink(temporary)
                     raise
             else:
-                self.fs.pipe_file(target, data)
+                with self.fs.open(target, "wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
         except OSError as error:
             raise StoreError(f"cannot write {self.url(relative)}: {error}") from error
         return self.url(relative)
