@@ -126,6 +126,20 @@ def test_a_trickling_server_meets_a_deadline_for_the_whole_answer(site, tmp_path
     assert not (kb / "collected/trials/PMC1216327.pdf").exists()
 
 
+def test_a_pass_with_a_budget_ends_in_time_however_slow_the_server(site, tmp_path):
+    """A sensor's pass has a budget well under Dagster's 60 s sensor timeout: a trickling server with a long read
+    timeout cannot hold the tick (nor the sensors after it); the request's deadline is cut to what is left."""
+    site.publish("trickle", corpus_file("rct/PMC1216327.pdf"))
+    site.publish("next", corpus_file("rct/PMC1574360.pdf"))
+    site.control(trickle={"/docs/PMC1216327.pdf": 0.2, "/docs/PMC1574360.pdf": 0.2})
+    pass_, store, _kb = collector(tmp_path, feed=site.feed, timeout_seconds=30.0)
+    started = time.monotonic()
+    report = pass_.run(budget_seconds=3)
+    assert time.monotonic() - started < 6, report.summary()
+    assert report.collected == [] and "took longer than" in report.failures[0]
+    assert load_state(store, "trials").consecutive_failures == 1
+
+
 def test_redirects_are_followed_by_hand_and_each_hop_asks_robots_txt(site, tmp_path):
     """A redirect to a path robots.txt disallows — on the same site or another port of it — is never followed."""
     site.robots("User-agent: *\nDisallow: /private/\n")

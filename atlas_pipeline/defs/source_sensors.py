@@ -13,6 +13,8 @@ from atlas_pipeline.sources.config import Source, SourcesError, load_sources, so
 from atlas_pipeline.sources.state import PAUSE_AFTER_FAILURES
 from atlas_pipeline.store.files import Store
 
+TICK_BUDGET_SECONDS = 30  # Dagster stops a sensor tick at 60 s: a pass ends by here, the rest next tick
+
 
 def extraction_backlog(instance: dg.DagsterInstance) -> int:
     """Runs waiting or in progress: what collection paces itself against."""
@@ -46,7 +48,7 @@ def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDef
     )
     def source_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SkipReason:
         collector = Collector(source, atlas.store(), Store(atlas.knowledge_base), politeness(settings))
-        report = collector.run(backlog=extraction_backlog(context.instance))
+        report = collector.run(backlog=extraction_backlog(context.instance), budget_seconds=TICK_BUDGET_SECONDS)
         if report.paused:
             context.log.error(report.summary())
         elif report.failures:

@@ -136,10 +136,14 @@ class Collector:
         self.store = store
         self.kb = knowledge_base
         self.politeness = politeness
+        self._ends: float | None = None  # when the current pass must end (monotonic), if it has a budget
 
-    def run(self, backlog: int = 0, now: float | None = None) -> PassReport:
-        """One pass. ``backlog``: documents waiting for extraction (runs queued or in progress)."""
+    def run(self, backlog: int = 0, now: float | None = None, budget_seconds: float | None = None) -> PassReport:
+        """One pass. ``backlog``: documents waiting for extraction (runs queued or in progress); ``budget_seconds``:
+        the pass ends by then (a sensor's tick must end well before Dagster's sensor timeout), the rest of the queue
+        waiting for the next pass, every request's deadline cut to what is left."""
         now = time.time() if now is None else now
+        self._ends = time.monotonic() + budget_seconds if budget_seconds else None
         state = load_state(self.store, self.source.name)
         report = PassReport(source=self.source.name)
         if state.paused:
@@ -167,6 +171,14 @@ class Collector:
         report.paused = state.paused_reason if state.paused else ""
         return report
 
+    def _time_left(self, client: PoliteClient) -> bool:
+        """Whether the pass may ask once more; the request's deadline then fits in what is left."""
+        if self._ends is None:
+            return True
+        left = self._ends - time.monotonic()
+        client.deadline_seconds = min(client.deadline_seconds, max(left, 1.0))
+        return left > 1.0
+
     def _hop(self, domains: Domains, url: str, factor: float) -> None:
         """A redirect to another site: asked only when that site's pace allows, and counted as a request to it."""
         if not self._free(domains, url, factor):
@@ -187,7 +199,7 @@ class Collector:
                     report.queued += 1
             return
         due = now - state.last_polled >= self.source.poll_minutes * 60 * factor
-        if not due or not self._free(domains, self.source.feed, factor):
+        if not due or not self._free(domains, self.source.feed, factor) or not self._time_left(client):
             return
         state.last_polled = now
         domains.last_request[domain_of(self.source.feed)] = time.time()
@@ -213,7 +225,7 @@ class Collector:
     ) -> None:
         budget = items_per_tick(self.source.max_items_per_tick, factor)
         for _, item in state.queue():
-            if budget <= 0 or state.paused:
+            if budget <= 0 or state.paused or not self._time_left(client):
                 return
             if not self._free(domains, item.url, factor):
                 continue
