@@ -166,6 +166,16 @@ def command_run(args: argparse.Namespace) -> int:
         stale = not exported or not aggregates_up_to_date(instance, scan.catalog, aggregates, splits_changed)
         if keys or behind or scan.changed or stale:
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
+            late = reviews_behind(store, [entry.key for entry in entries])
+            if late:  # decided while this run worked: merged now, and the exports written again with them
+                for key in late:
+                    defs.resolve_job_def("review_job").execute_in_process(
+                        partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
+                    )
+                print(f"{len(late)} document(s) decided on while this run worked: merged, exports written again")
+                defs.resolve_job_def("aggregates_job").execute_in_process(
+                    instance=instance, run_config=QUIET_RUN_CONFIG
+                )
         else:
             print("task completion and exports are up to date: not refreshed")
         states = _states(instance, atlas)
