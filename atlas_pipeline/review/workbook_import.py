@@ -86,7 +86,7 @@ def check_workbook(data: bytes) -> None:
         archive = zipfile.ZipFile(io.BytesIO(data))
         entries = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
-        raise ValueError(f"not an xlsx workbook ({error})") from None
+        raise ValueError(f"not a workbook: an xlsx file is a zip archive ({error})") from None
     if len(entries) > MAX_ENTRIES:
         raise ValueError(f"an archive of {len(entries)} entries is no workbook (limit {MAX_ENTRIES})")
     unpacked = 0
@@ -102,7 +102,7 @@ def check_workbook(data: bytes) -> None:
                     if unpacked > MAX_UNPACKED_BYTES:
                         raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES / 1e6:.0f} MB (a zip bomb?)")
         except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
-            raise ValueError(f"not a readable xlsx workbook ({entry.filename}: {error})") from None
+            raise ValueError(f"not a workbook that can be read ({entry.filename}: {error})") from None
 
 
 def read_rows(data: bytes) -> list[dict[str, Any]]:
