@@ -9,7 +9,6 @@ from urllib.parse import quote
 import dagster as dg
 
 from atlas_pipeline.defs.document_states import collect_document_states
-from atlas_pipeline.extraction.batches import BatchQueue
 from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
 from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
@@ -33,6 +32,7 @@ from atlas_pipeline.parsing.bounded import ParseLimits
 from atlas_pipeline.store.files import Store
 
 if TYPE_CHECKING:
+    from atlas_pipeline.extraction.batches import BatchQueue
     from atlas_pipeline.extraction.llm import LLMClient
     from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider
     from atlas_pipeline.search.backends import SearchIndex
@@ -258,6 +258,8 @@ class LLMResource(dg.ConfigurableResource):
 
     def batch_queue(self, store: Store) -> BatchQueue:
         """The Batch API queue kept in the artifact store (``extraction.batches``)."""
+        from atlas_pipeline.extraction.batches import BatchQueue  # openai loads only where an LLM is called
+
         return BatchQueue(store)
 
     def price_table(self) -> PriceTable:

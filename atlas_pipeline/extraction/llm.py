@@ -290,6 +290,7 @@ class LLMClient:
             )
         except openai.APIStatusError as error:
             wait = _retry_after(error)
+            error.retry_after_seconds = wait  # the same wait for the backoff (a date read twice would differ)
             if error.status_code == 429 or wait is not None:
                 window = self.gate.throttled(wait, sent_at)
                 LOG.warning("LLM endpoint asked to slow down: at most %d request(s) in flight for now", int(window))
@@ -339,7 +340,8 @@ class LLMClient:
     def _delay(self, attempt: int, error: Exception) -> float:
         base = self.config.backoff_seconds * (2**attempt)
         if isinstance(error, openai.APIStatusError):
-            base = max(base, _retry_after(error) or 0.0)
+            wait = error.retry_after_seconds if hasattr(error, "retry_after_seconds") else _retry_after(error)
+            base = max(base, wait or 0.0)
         return base + random.uniform(0, self.config.backoff_seconds)
 
     @staticmethod
