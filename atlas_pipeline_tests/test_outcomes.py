@@ -106,9 +106,9 @@ def test_chunks_merge_entries_by_identity_and_flag_conflicts(
         "outcome": {"value": "duration of diarrhea.", "quote": "Duration of diarrhea in hours after randomization"},
         "mean_intervention": {"value": 49.4, "quote": "the mean +/- SD duration in hours was 49.4 ± 32.6"},
     }
-    llm_server.script(
-        {"content": json.dumps({"outcomes": [DURATION]})},
-        {"content": json.dumps({"outcomes": [other_duration, FECAL]})},
+    llm_server.script(  # the chunks are asked at the same time: each answer goes to its part
+        {"content": json.dumps({"outcomes": [DURATION]}), "when": "part 1 of"},
+        {"content": json.dumps({"outcomes": [other_duration, FECAL]}), "when": "part 2 of"},
         default={"content": json.dumps({"outcomes": []})},
     )
     job = build_definitions(settings).resolve_job_def("document_job")
