@@ -50,11 +50,20 @@ def main() -> None:
                 endpoint = stack.enter_context(scripted_openai_server(Path(folder)))
                 endpoint.script(default={"content": answer(), "delay": args.llm_latency})
                 extra = {"ATLAS_LLM_BASE_URL": endpoint.base_url, "ATLAS_LLM_MODEL": "gpt-4o-mini"}
-            result = run_soak(Path(folder) / "soak", documents, args.minutes * 60, settle_seconds=900, extra_env=extra)
+            result = run_soak(
+                Path(folder) / "soak",
+                documents,
+                args.minutes * 60,
+                settle_seconds=900,
+                extra_env=extra,
+                every_seconds=300,
+                review_every_seconds=60 if args.llm_latency else 0,
+            )
             if args.llm_latency:
                 setup = (
                     f"LLM mode: a scripted OpenAI-compatible endpoint answering in {args.llm_latency:g} s, "
-                    f"{len(endpoint.requests())} requests answered; ATLAS_LLM_CONCURRENCY at its default"
+                    f"{len(endpoint.requests())} requests answered; ATLAS_LLM_CONCURRENCY at its default; a reviewer "
+                    "approves a value of an extracted document every minute, as on the review page"
                 )
     samples = result.rss_samples
     quarter = max(1, len(samples) // 4)
@@ -72,9 +81,15 @@ def main() -> None:
             "yes" if result.published == result.collected == result.finished == result.indexed else "NO",
         ],
         [
+            "every decision in the fields export (LLM mode)",
+            f"{result.decisions_exported} of {result.decisions}",
+            "yes" if result.decisions_exported == result.decisions else "NO",
+        ],
+        [
             "nothing stuck or failed",
-            f"{result.runs_unfinished} unfinished, {result.runs_failed} failed runs",
-            "yes" if not result.runs_unfinished and not result.runs_failed else "NO",
+            f"{result.runs_unfinished} unfinished, {result.runs_failed} failed runs, "
+            f"{result.documents_failed} failed documents",
+            "yes" if not (result.runs_unfinished or result.runs_failed or result.documents_failed) else "NO",
         ],
     ]
     write_report(
@@ -110,7 +125,19 @@ def main() -> None:
             ),
             (
                 "Over time",
-                table(["minute", "memory MB", "collected", "finished", "failed runs"], result.timeline),
+                table(
+                    [
+                        "minute",
+                        "memory MB",
+                        "collected",
+                        "finished",
+                        "failed documents",
+                        "failed runs",
+                        "decisions",
+                        "decisions exported",
+                    ],
+                    result.timeline,
+                ),
             ),
             ("Summary", result.summary()),
             ("Items not collected", "\n".join(f"- {p}" for p in result.problems) or "none"),
