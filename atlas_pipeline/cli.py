@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -446,20 +445,6 @@ def command_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def dagster_program(name: str = "dagster") -> str:
-    """The ``dagster`` command of the environment ``atlas`` runs in (a virtual environment need not be on PATH)."""
-    beside = Path(sys.executable).parent / name
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which(name)
-    if found is None:
-        raise FileNotFoundError(
-            f"atlas dev needs the `{name}` command of the dagster package: not found next to {sys.executable} nor "
-            "on PATH (run `make setup`, or install the project into this environment)"
-        )
-    return found
-
-
 def command_dev(args: argparse.Namespace) -> int:
     """Open the Dagster UI and daemon (sensors live) on 127.0.0.1."""
     from atlas_pipeline.knowledge.listing import KnowledgeBase
@@ -468,8 +453,14 @@ def command_dev(args: argparse.Namespace) -> int:
     settings = load_settings()  # fail early with a clear message
     KnowledgeBase(settings.knowledge_base).check()  # … and not as a sensor traceback every 30 s
     home = prepare_dagster_home(settings.instance_config)
-    program = dagster_program()
-    command = [program, "dev", "-w", str(project_file("workspace.yaml")), "-h", args.host, "-p", str(args.port)]
+    command = [
+        sys.executable,
+        "-m",
+        "atlas_pipeline.ops.dagster_ui",
+        "--workspace",
+        str(project_file("workspace.yaml")),
+    ]
+    command += ["--host", args.host, "--port", str(args.port), "--trusted-hosts", settings.trusted_hosts]
     environment = dev_environment(settings)
     import dagster as dg
 
@@ -542,15 +533,12 @@ def _group_alive(pgid: int) -> bool:
 
 
 def dev_environment(settings) -> dict[str, str]:
-    """The environment of `dagster dev` and the processes it starts: the resolved locations (they run in
-    DAGSTER_HOME, where relative paths would mean something else), and Dagster's advice to use its newer `dg dev`
-    silenced — `atlas dev` is that wrapper for this project (see the README)."""
+    """The environment of the Dagster UI, daemon and review page: the resolved locations (they run in DAGSTER_HOME,
+    where relative paths would mean something else)."""
     env = dict(os.environ)
     for name in ("knowledge_base", "artifacts", "exports", "seeds_dir", "instance_config", "executor_config"):
         if getattr(settings, name):
             env[f"ATLAS_{name.upper()}"] = getattr(settings, name)
-    superseded = "ignore:Function `dev_command` is superseded"
-    env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS", ""), superseded]))
     return env
 
 

@@ -1,6 +1,7 @@
 """End to end with the real dagster-daemon: drop a PDF into the knowledge base — next to hostile links — and see it
 processed and counted."""
 
+import json
 import os
 import shutil
 import time
@@ -90,6 +91,7 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
     import signal
     import subprocess
     import sys
+    import urllib.error
     import urllib.request
 
     from atlas_pipeline_tests.servers import free_port
@@ -130,6 +132,21 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
             exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()  # the daemon's sensor ran it
             time.sleep(2)
         assert answered and exported and reviewing, (tmp_path / "dev.log").read_text()[-3000:]
+        # DNS rebinding: a foreign name resolving to 127.0.0.1, its page posting GraphQL with its own Origin
+        query = json.dumps({"query": "{ version }"}).encode()
+        for host, expected in (("rebind.example", 400), (f"attacker.test:{port}", 400), (f"localhost:{port}", 200)):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/graphql",
+                data=query,
+                headers={"Host": host, "Origin": f"http://{host}", "Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    status, body = response.status, response.read()
+            except urllib.error.HTTPError as error:
+                status, body = error.code, error.read()
+            assert status == expected, (host, status, body[:300])
+            assert (b'"version"' in body) == (expected == 200), body[:300]
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
         try:

@@ -399,6 +399,10 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
         assert "uploads/new trial.html is already in the knowledge base" in page
         body, headers = multipart("documents", ".hidden.pdf", b"%PDF-1.4")
         assert "is not a document file name" in http_request(f"{site}/upload", body, headers)[1]
+    listed = run.settings.model_copy(update={"trusted_hosts": "Review.Lab.example, "})  # ATLAS_TRUSTED_HOSTS
+    with serve(create_app(listed, instance=lambda: instance)) as site:
+        assert http_request(f"{site}/", headers={"Host": "review.lab.example:3001"})[0] == 200
+        assert http_request(f"{site}/", headers={"Host": "attacker.example"})[0] == 400
 
 
 def test_text_evidence_marks_the_span_and_escapes_the_document():

@@ -233,6 +233,11 @@ class AtlasSettings(BaseSettings):
         "", description="Name recorded with review decisions when none is entered (page) or given (spreadsheet row)."
     )
     review_port: int = Field(3001, ge=1, le=65_535, description="Port of the review page (`atlas review`, 127.0.0.1).")
+    trusted_hosts: str = Field(
+        "",
+        description="Host names the review page and the Dagster UI of `atlas dev` answer besides 127.0.0.1, localhost "
+        "and [::1] (comma-separated; for serving them on a network: any other Host is refused, no DNS rebinding).",
+    )
     review_inbox: str = Field(
         "", description="Folder or s3:// prefix where reviewed workbooks are dropped to be imported (empty: none)."
     )

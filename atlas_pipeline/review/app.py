@@ -29,6 +29,7 @@ from starlette.templating import Jinja2Templates
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.templates import Template, entry_field_name, entry_field_parts
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
+from atlas_pipeline.ops.hosts import trusted_hosts
 from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.decisions import (
@@ -54,7 +55,6 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates"))
 TEMPLATES.env.filters["value"] = value_text
 REVIEWER_COOKIE = "atlas_reviewer"
 NEEDS_PERSON = ("awaiting_review", "recheck")
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 ADDED_FROM = 1001  # above any group's max_entries (≤ 500)
 
 
@@ -503,8 +503,9 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             cached.append(dg.DagsterInstance.get())
         return cached[0]
 
+    hosts = trusted_hosts(settings.trusted_hosts)  # no DNS rebinding
     app = Starlette(
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(LOCAL_HOSTS))],  # no DNS rebinding
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
         routes=[
             Route("/", documents),
             Route("/api/documents", documents_api),
