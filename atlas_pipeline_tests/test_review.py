@@ -5,6 +5,7 @@ spreadsheet round trip with good and bad rows."""
 import html
 import io
 import json
+import os
 import re
 import shutil
 import urllib.error
@@ -403,6 +404,43 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
     with serve(create_app(listed, instance=lambda: instance)) as site:
         assert http_request(f"{site}/", headers={"Host": "review.lab.example:3001"})[0] == 200
         assert http_request(f"{site}/", headers={"Host": "attacker.example"})[0] == 400
+
+
+def test_a_decision_made_while_atlas_run_works_reaches_that_runs_exports(llm_server, knowledge_base, tmp_path):
+    """A reviewer approves a value of the first document while `atlas run` still waits for the second one's answer:
+    the run says so, merges the decision and writes its exports again — never exports that silently miss it."""
+    import subprocess
+    import time
+
+    from atlas_pipeline_tests.helpers import BIN
+
+    copy_into(knowledge_base, f"rct/{KEY}", "html/plos_one_article.html")
+    slow = {"when": "reticuloendotheliosis", "content": answer(), "delay": 20}  # the second document's answer
+    llm_server.script(slow, default={"content": answer()})
+    env = {"DAGSTER_HOME": str(tmp_path / "home"), **local_env(tmp_path, knowledge_base)}
+    env |= {"ATLAS_LLM_BASE_URL": llm_server.base_url, "ATLAS_LLM_MODEL": "scripted-model"}
+    store = Store(env["ATLAS_ARTIFACTS"])
+    command = [str(BIN / "atlas"), "run", "--batch", "1"]  # one document a run: the first is reviewed before
+    process = subprocess.Popen(command, env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            waiting = any("reticuloendotheliosis" in json.dumps(r) for r in llm_server.requests())
+            if waiting and store.exists(f"documents/{KEY}/review.json"):
+                break
+            time.sleep(0.5)
+        assert process.poll() is None, "the run ended before the second document's answer came"
+        record = read_record(store, KEY, "extraction", ExtractionRecord)
+        decide(store, record, "p_value", "approve", reviewer="ana", shown=(record.sha256, record.extraction_version))
+        said, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, said
+    assert "1 document(s) decided on while this run worked: merged, exports written again" in said
+    fields = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet")
+    row = fields.filter((pl.col("document_key") == KEY) & (pl.col("field") == "p_value")).row(0, named=True)
+    assert (row["decided_by"], row["provenance"]) == ("ana", "reviewer_approved")
 
 
 def test_text_evidence_marks_the_span_and_escapes_the_document():
