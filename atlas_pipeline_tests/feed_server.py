@@ -115,6 +115,8 @@ class Site(BaseHTTPRequestHandler):
             etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
             if self.headers.get("If-None-Match") == etag:
                 return self._send(304, headers={"ETag": etag})
+            if path in control.get("trickle", {}):
+                return self._trickle(body, "application/rss+xml", float(control["trickle"][path]))
             return self._send(
                 200, body, "application/rss+xml", {"ETag": etag, "Last-Modified": formatdate(usegmt=True)}
             )

@@ -165,3 +165,47 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
             raise AssertionError(f"processes left behind 30 s after Ctrl-C:\n{leftovers}")
         time.sleep(1)
+
+
+def test_a_trickling_source_holds_neither_its_sensor_nor_the_others(tmp_path):
+    """A feed that sends a byte now and then, with the default 30 s read timeout: each tick of its sensor ends within
+    the pass budget (well under Dagster's 60 s sensor timeout), counts a failure and, after three, pauses the source;
+    meanwhile another source collects and the knowledge-base sensor has the collected document extracted."""
+    from atlas_pipeline.sources.state import load_state
+    from atlas_pipeline.store.files import Store
+    from atlas_pipeline_tests.servers import feed_site
+
+    home, kb = tmp_path / "dagster_home", tmp_path / "kb"
+    home.mkdir()
+    kb.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    with feed_site(tmp_path / "site") as site:
+        site.publish("a", corpus_file("rct/PMC3508963.pdf"), after=10**9)  # served, never in the feed
+        site.control(trickle={"/feed.xml": 0.5})
+        sources = tmp_path / "sources.toml"
+        sources.write_text(
+            f'[[source]]\nname = "trickling"\nfeed = "{site.feed}"\ntarget = "slow"\npoll_minutes = 0.02\n'
+            "min_domain_interval_seconds = 0\ntimeout_seconds = 30\n\n"
+            f'[[source]]\nname = "healthy"\nurls = ["{site.url}/docs/PMC3508963.pdf"]\ntarget = "healthy"\n'
+            "poll_minutes = 0.02\nmin_domain_interval_seconds = 0\n"
+        )
+        env = {**os.environ, "DAGSTER_HOME": str(home), **watched_folder_env(tmp_path, kb)}
+        env |= {"ATLAS_SOURCES": str(sources), "ATLAS_SOURCES_INTERVAL_SECONDS": "2"}
+        store = Store(str(tmp_path / "artifacts"))
+        log_path = tmp_path / "daemon.log"
+        with dagster_daemon(env, tmp_path) as daemon:
+            instance = dg.DagsterInstance.from_config(str(home))
+            deadline = time.monotonic() + DEADLINE_SECONDS
+            paused = extracted = False
+            while time.monotonic() < deadline and not (paused and extracted):
+                assert daemon.poll() is None, "dagster-daemon exited:\n" + log_path.read_text()[-3000:]
+                paused = load_state(store, "trickling").paused
+                extraction = latest_metadata(instance, "document_extraction", "PMC3508963.pdf")
+                extracted = extraction is not None
+                time.sleep(2)
+            said = log_path.read_text(errors="replace")
+            assert paused and extracted, said[-3000:]
+    state = load_state(store, "trickling")
+    assert state.consecutive_failures >= 3 and "longer than" in state.paused_reason, state.paused_reason
+    for timeout in ("DEADLINE_EXCEEDED", "timed out after 60", "SensorTimeout"):  # no tick hit Dagster's limit
+        assert timeout not in said, said[-3000:]
