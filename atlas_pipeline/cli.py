@@ -779,7 +779,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--port", type=int, default=0, help="default: ATLAS_REVIEW_PORT (3001)")
     review.set_defaults(handler=command_review)
     evaluate = commands.add_parser("evaluate", help=command_evaluate.__doc__)
-    evaluate.add_argument("--gold", required=True, metavar="FILE", help="gold values, JSON lines (see the README)")
+    evaluate.add_argument("--gold", required=True, metavar="FILE", help="gold values, JSON lines (see docs/extraction.md)")
     evaluate.add_argument(
         "--tolerance", type=float, default=None, help="relative tolerance for numbers (default ATLAS_GOLD_TOLERANCE)"
     )

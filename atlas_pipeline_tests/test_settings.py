@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_pipeline.ops.settings import PROJECT_ROOT, SettingsError, describe_settings, load_settings
+from atlas_pipeline.ops.settings import SettingsError, load_settings
 
 
 def test_defaults_resolve_to_absolute_local_paths(tmp_path, monkeypatch):
@@ -37,12 +37,6 @@ def test_invalid_settings_name_the_variable(variable, value, complaint):
     message = str(raised.value)
     assert variable in message
     assert complaint in message
-
-
-def test_readme_documents_every_setting():
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    missing = [variable for variable, _, _ in describe_settings() if f"`{variable}`" not in readme]
-    assert not missing, f"settings missing from the README table: {missing}"
 
 
 def test_a_parsing_provider_chosen_without_its_address_stops_at_start_up():
