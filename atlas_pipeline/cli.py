@@ -12,10 +12,10 @@ import time
 import warnings
 from pathlib import Path
 
+from atlas_pipeline.config.redaction import install_log_redaction, redact
+from atlas_pipeline.config.settings import SettingsError, SettingsWarning, describe_settings, load_settings
 from atlas_pipeline.extraction.prices import PriceError
 from atlas_pipeline.extraction.templates import TemplateError
-from atlas_pipeline.ops.redaction import install_log_redaction, redact
-from atlas_pipeline.ops.settings import SettingsError, SettingsWarning, describe_settings, load_settings
 from atlas_pipeline.sources.config import SourcesError
 
 
@@ -39,13 +39,13 @@ def command_run(args: argparse.Namespace) -> int:
     """Scan the knowledge base, materialise every new or changed document, then task completion and the exports."""
     import dagster as dg
 
+    from atlas_pipeline.core.statuses import TERMINAL
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
     from atlas_pipeline.defs.cancellation import cancelled_documents
     from atlas_pipeline.defs.document_states import aggregates_up_to_date, already_extracted
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
-    from atlas_pipeline.grading.statuses import TERMINAL
     from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.ops.instance import prepare_dagster_home
@@ -559,8 +559,8 @@ def command_review(args: argparse.Namespace) -> int:
 
 def command_evaluate(args: argparse.Namespace) -> int:
     """Measure the extractions against a gold file: accuracy, recall and precision of `verified` per field."""
+    from atlas_pipeline.config.settings import resolve_location
     from atlas_pipeline.defs.resources import AtlasResource
-    from atlas_pipeline.ops.settings import resolve_location
     from atlas_pipeline.outputs.evaluation import GoldError, evaluate_gold
     from atlas_pipeline.store.layout import EVALUATION_STEM, export_path
 
@@ -623,6 +623,7 @@ def command_migrate(args: argparse.Namespace) -> int:
 
     import dagster as dg
 
+    from atlas_pipeline.config.settings import resolve_location
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.ops.instance import prepare_dagster_home
@@ -634,7 +635,6 @@ def command_migrate(args: argparse.Namespace) -> int:
         verify_instance,
         verify_runs,
     )
-    from atlas_pipeline.ops.settings import resolve_location
     from atlas_pipeline.store import layout
     from atlas_pipeline.store.files import Store
 
@@ -779,7 +779,9 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--port", type=int, default=0, help="default: ATLAS_REVIEW_PORT (3001)")
     review.set_defaults(handler=command_review)
     evaluate = commands.add_parser("evaluate", help=command_evaluate.__doc__)
-    evaluate.add_argument("--gold", required=True, metavar="FILE", help="gold values, JSON lines (see docs/extraction.md)")
+    evaluate.add_argument(
+        "--gold", required=True, metavar="FILE", help="gold values, JSON lines (see docs/extraction.md)"
+    )
     evaluate.add_argument(
         "--tolerance", type=float, default=None, help="relative tolerance for numbers (default ATLAS_GOLD_TOLERANCE)"
     )

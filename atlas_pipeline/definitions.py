@@ -2,6 +2,8 @@
 
 import dagster as dg
 
+from atlas_pipeline.config.redaction import install_log_redaction
+from atlas_pipeline.config.settings import AtlasSettings, load_settings
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS, build_evaluation_asset
 from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
@@ -18,8 +20,6 @@ from atlas_pipeline.defs.sensors import (
 from atlas_pipeline.defs.source_sensors import build_source_sensors
 from atlas_pipeline.ops.event_log import enable_event_batching
 from atlas_pipeline.ops.executors import build_executor
-from atlas_pipeline.ops.redaction import install_log_redaction
-from atlas_pipeline.ops.settings import AtlasSettings, load_settings
 
 
 def extraction_code_version(settings: AtlasSettings) -> str:

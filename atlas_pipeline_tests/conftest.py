@@ -19,11 +19,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
-from atlas_pipeline.ops.settings import PROJECT_ROOT, AtlasSettings, load_settings
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.processing import parse_snapshot
 from atlas_pipeline.store import layout

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_pipeline.ops.settings import PROJECT_ROOT
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import ParsedDocument, parse_document
 
 CORPUS = Path(os.environ.get("ATLAS_TEST_CORPUS", PROJECT_ROOT.parent / "shared" / "corpus"))

@@ -139,7 +139,7 @@ def test_aggregates_count_every_document_including_failed_and_never_run(pipeline
 
 
 def test_definitions_have_the_lineage_of_the_design():
-    from atlas_pipeline.ops.settings import load_settings
+    from atlas_pipeline.config.settings import load_settings
 
     defs = build_definitions(load_settings({}))
     graph = defs.resolve_asset_graph()

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
+from atlas_pipeline.core.statuses import TERMINAL
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.grading.statuses import TERMINAL
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.listing import SourceMissingError
 from atlas_pipeline.processing import take_snapshot

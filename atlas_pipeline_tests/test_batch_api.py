@@ -9,12 +9,12 @@ import shutil
 
 import dagster as dg
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.extraction.prices import load_prices
 from atlas_pipeline.knowledge.catalog import refresh_catalog
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into

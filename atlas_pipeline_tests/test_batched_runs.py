@@ -3,10 +3,10 @@ own materialisations and metadata; a document that raises fails alone."""
 
 import dagster as dg
 
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.runs import batches, run_documents
 from atlas_pipeline_tests.corpus import copy_into

@@ -11,10 +11,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, SettingsError, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.ops.executors import build_executor
 from atlas_pipeline.ops.instance import validate_instance_config
-from atlas_pipeline.ops.settings import PROJECT_ROOT, SettingsError, load_settings
 from atlas_pipeline_tests.helpers import run_atlas
 
 DEPLOY = PROJECT_ROOT / "deploy"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from atlas_pipeline.ops.settings import PROJECT_ROOT, describe_settings
+from atlas_pipeline.config.settings import PROJECT_ROOT, describe_settings
 
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.document_batch import DocumentBatch
@@ -17,7 +18,6 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.ops.event_log import BATCH_SIZE_VARIABLE, BatchedSqliteEventLogStorage
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.ops.runs import run_documents
-from atlas_pipeline.ops.settings import load_settings
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import register
 

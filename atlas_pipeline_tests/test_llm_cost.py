@@ -9,8 +9,8 @@ import shutil
 
 import polars as pl
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.extraction.prices import load_prices
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import polars as pl
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
@@ -18,7 +19,6 @@ from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.checks import fields_needing_review
 from atlas_pipeline.knowledge.catalog import refresh_catalog
-from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import run_atlas

@@ -9,9 +9,9 @@ import time
 import dagster as dg
 import pytest
 
+from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.grading.statuses import DocumentStatus
-from atlas_pipeline.ops.settings import load_settings
 from atlas_pipeline_tests.corpus import corpus_file
 from atlas_pipeline_tests.helpers import latest_metadata, run_atlas
 from atlas_pipeline_tests.servers import dagster_daemon, free_port, scripted_openai_server, watched_folder_env

@@ -9,10 +9,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.store.files import Store, filesystem_for
 from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM
 from atlas_pipeline.store.records import ParseRecord, read_record

@@ -11,12 +11,12 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.knowledge.catalog import refresh_catalog
-from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.outputs.evaluation import evaluate, read_gold
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.review.outcome import review_document

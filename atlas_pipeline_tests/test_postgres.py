@@ -4,8 +4,8 @@ import shutil
 
 import dagster as dg
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import SensorHarness, run_atlas
 

@@ -5,6 +5,7 @@ import logging
 
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.extraction.prompt import (
     BEGIN_RULES,
     END_RULES,
@@ -15,7 +16,6 @@ from atlas_pipeline.extraction.prompt import (
 )
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.extraction.templates import CustomField, TemplateError, assemble_template, load_template
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 
 TEMPLATES = PROJECT_ROOT / "seeds" / "templates"
 

@@ -11,9 +11,9 @@ import time
 import dagster as dg
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
+from atlas_pipeline.core.statuses import TERMINAL
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.grading.statuses import TERMINAL
-from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline_tests.corpus import CORPUS, SEED_KB
 from atlas_pipeline_tests.helpers import run_worker_pid
 from atlas_pipeline_tests.servers import create_database, dagster_daemon, postgres_server, watched_folder_env

@@ -17,10 +17,10 @@ import openpyxl
 import polars as pl
 import pytest
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.grading.statuses import DocumentStatus
-from atlas_pipeline.ops.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
 from atlas_pipeline.review.outcome import review_document
 from atlas_pipeline.review.workbook_import import import_inbox, import_reports, import_workbook

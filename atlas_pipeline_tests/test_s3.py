@@ -2,10 +2,10 @@
 
 import polars as pl
 
+from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.listing import KnowledgeBase
-from atlas_pipeline.ops.settings import load_settings
 from atlas_pipeline.outputs.exports import export_files
 from atlas_pipeline.store.files import filesystem_for
 from atlas_pipeline.store.records import ExtractionRecord, read_record

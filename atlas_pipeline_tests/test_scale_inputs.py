@@ -3,8 +3,8 @@ terminal status, none lost) and a 300-page PDF through the document job."""
 
 import pymupdf
 
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.ops.runs import run_documents
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import corpus_file

@@ -5,9 +5,9 @@ import os
 import shutil
 import time
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import SensorHarness
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from atlas_pipeline.ops.settings import SettingsError, load_settings
+from atlas_pipeline.config.settings import SettingsError, load_settings
 
 
 def test_defaults_resolve_to_absolute_local_paths(tmp_path, monkeypatch):

@@ -10,11 +10,11 @@ import subprocess
 import sys
 import textwrap
 
+from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
 from atlas_pipeline.extraction.llm import LLMConfig
-from atlas_pipeline.ops.settings import PROJECT_ROOT, AtlasSettings, load_settings
 from atlas_pipeline.parsing import ParseOptions
 
 PACKAGE = PROJECT_ROOT / "atlas_pipeline"

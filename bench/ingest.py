@@ -24,7 +24,7 @@ from pathlib import Path
 import pymupdf
 import pymupdf4llm
 
-from atlas_pipeline.ops.settings import PROJECT_ROOT
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import ParseOptions, parse_document
 from bench.report import table, write_report
 from eval.fidelity import CORPUS, Parses, headline

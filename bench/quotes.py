@@ -14,9 +14,9 @@ import time
 
 from rapidfuzz.distance import Levenshtein
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.grading.quotes import match_quote
 from atlas_pipeline.grading.text import normalize, tokenize
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import dagster as dg
 import pymupdf
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from bench.pipeline import QUIET, Workspace
 from bench.report import table, write_report
 from eval.fidelity import CORPUS

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pymupdf
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.knowledge.duplicates import Member, fingerprint, group_duplicates
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import parse_document
 from bench.report import table, write_report
 

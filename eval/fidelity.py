@@ -26,11 +26,11 @@ import re
 import time
 from pathlib import Path
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.quotes import match_quote
 from atlas_pipeline.grading.text import normalize
 from atlas_pipeline.grading.values import numbers_in
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.parsing import ParsedDocument, ParseOptions, parse_document
 from bench.report import table, write_report
 from eval.perturbations import MEANING_CHANGES, NEEDS_OTHERS, TYPOGRAPHY_CHANGES

@@ -26,12 +26,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.extraction.templates import load_template
 from atlas_pipeline.grading.fields import grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.quotes import NEGATIONS, is_negation
 from atlas_pipeline.grading.values import COMMON_WORDS, STOPWORDS, numbers_in
-from atlas_pipeline.ops.settings import PROJECT_ROOT
 from atlas_pipeline.parsing.regions import reference_list
 
 KINDS = ("number", "text", "label", "judgment", "reference list")

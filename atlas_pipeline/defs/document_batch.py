@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
-from atlas_pipeline.ops.redaction import redact, secrets_masked_in_errors
+from atlas_pipeline.config.redaction import redact, secrets_masked_in_errors
 
 T = TypeVar("T")
 

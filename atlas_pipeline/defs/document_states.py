@@ -13,6 +13,8 @@ import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 from dagster._utils.error import SerializableErrorInfo
 
+from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.asset_names import (
     AGGREGATE_ASSET_NAMES,
     DOCUMENT_ASSET_NAMES,
@@ -23,10 +25,8 @@ from atlas_pipeline.defs.asset_names import (
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import ExtractionVersion
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
 from atlas_pipeline.knowledge.duplicate_records import load_groups
-from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.outcome import DocumentReview, current_review
 from atlas_pipeline.store.files import Store

@@ -8,14 +8,7 @@ from urllib.parse import quote
 
 import dagster as dg
 
-from atlas_pipeline.defs.document_states import collect_document_states
-from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
-from atlas_pipeline.extraction.rules import Rule, load_rule
-from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
-from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
-from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog, load_entry
-from atlas_pipeline.knowledge.listing import KnowledgeBase
-from atlas_pipeline.ops.settings import (
+from atlas_pipeline.config.settings import (
     AtlasSettings,
     DoclingTableMode,
     MinerUApi,
@@ -26,6 +19,13 @@ from atlas_pipeline.ops.settings import (
     StructuredOutput,
     TablesParserName,
 )
+from atlas_pipeline.defs.document_states import collect_document_states
+from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
+from atlas_pipeline.extraction.rules import Rule, load_rule
+from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
+from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
+from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog, load_entry
+from atlas_pipeline.knowledge.listing import KnowledgeBase
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.bounded import ParseLimits

@@ -6,6 +6,8 @@ import json
 
 import dagster as dg
 
+from atlas_pipeline.config.settings import AtlasSettings
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
 from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
@@ -13,11 +15,9 @@ from atlas_pipeline.defs.document_states import aggregates_behind, already_extra
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
-from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.ops.settings import AtlasSettings
 from atlas_pipeline.sources.collector import Collector, Politeness
 from atlas_pipeline.sources.config import Source, SourcesError, load_sources, sources_file
 from atlas_pipeline.sources.state import PAUSE_AFTER_FAILURES

@@ -23,8 +23,8 @@ from typing import Any
 
 import openai
 
+from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.knowledge.catalog import now_iso
-from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
     LLM_BATCHES,

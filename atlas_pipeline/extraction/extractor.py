@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.extraction.llm import LLMAnswerCutError, LLMClient, LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
 from atlas_pipeline.extraction.rules import Rule
@@ -35,7 +36,6 @@ from atlas_pipeline.grading.fields import (
     grade_field,
 )
 from atlas_pipeline.grading.locations import EvidenceScope
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.grading.text import tokenize
 from atlas_pipeline.grading.values import numbers_in  # noqa: F401  (public here before grading/ existed)
 from atlas_pipeline.parsing.model import Table

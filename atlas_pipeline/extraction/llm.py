@@ -34,11 +34,11 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
+from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.config.settings import StructuredOutput, setting_default
 from atlas_pipeline.extraction.batches import BatchQueue, PollReport
 from atlas_pipeline.extraction.gate import RequestGate, Waited, gate_directory
 from atlas_pipeline.extraction.prices import Price
-from atlas_pipeline.ops.redaction import redact
-from atlas_pipeline.ops.settings import StructuredOutput, setting_default
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import llm_cache_path
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.grading.fields import REVIEW_TIERS
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.store.records import ExtractionRecord
 
 QUOTE_GROUNDING = "quote_grounding"

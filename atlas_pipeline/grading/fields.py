@@ -29,10 +29,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.extraction.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import ConsistencyCheck, Violation, evaluate
 from atlas_pipeline.grading.locations import EvidenceScope
-from atlas_pipeline.grading.statuses import DocumentStatus
 from atlas_pipeline.grading.values import clean_value, support_of
 
 DONE_AT = 0.9

@@ -1,2 +1,2 @@
-"""Running Atlas: settings (one model), the Dagster home and instance config, executors, runs started by the
-CLI, secrets kept out of logs, and migration between deployments."""
+"""Running Atlas (the top floor, beside the CLI): the Dagster home and instance config, executors, runs started by the
+CLI, the Dagster UI and daemon of ``atlas dev``, migration between deployments, the embedded event log."""

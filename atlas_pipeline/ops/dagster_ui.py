@@ -3,7 +3,7 @@
 ``dagster dev`` serves its UI to any ``Host`` header: a page on another site whose name resolves to 127.0.0.1 (DNS
 rebinding) could read and drive the deployment through GraphQL. This is ``dagster dev`` with that closed: one code
 server shared by the UI and the daemon (as ``dagster dev`` does), the daemon as a child process, and Dagster's own ASGI
-app served by uvicorn behind Starlette's ``TrustedHostMiddleware`` (see ``ops/hosts.py``).
+app served by uvicorn behind Starlette's ``TrustedHostMiddleware`` (see ``config/hosts.py``).
 
 ``python -m atlas_pipeline.ops.dagster_ui --workspace W --host H --port P``; Ctrl-C (SIGINT) or SIGTERM stops the UI,
 then the daemon and the code server.
@@ -28,7 +28,7 @@ import uvicorn
 import yaml
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from atlas_pipeline.ops.hosts import trusted_hosts
+from atlas_pipeline.config.hosts import trusted_hosts
 
 DAEMON_STOP_SECONDS = 30
 

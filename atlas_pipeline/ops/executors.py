@@ -13,8 +13,8 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
+from atlas_pipeline.config.settings import SettingsError
 from atlas_pipeline.ops.instance import config_errors
-from atlas_pipeline.ops.settings import SettingsError
 
 # ATLAS_EXECUTOR value → (module, attribute, pip package)
 EXECUTORS: dict[str, tuple[str, str, str]] = {

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from atlas_pipeline.ops.settings import PROJECT_ROOT
+from atlas_pipeline.config.settings import PROJECT_ROOT
 
 DEFAULT_HOME = Path("var/dagster_home")
 

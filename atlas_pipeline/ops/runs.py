@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-from atlas_pipeline.ops.settings import load_settings
+from atlas_pipeline.config.settings import load_settings
 
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 PID_TAG, HOST_TAG = "atlas/pid", "atlas/host"

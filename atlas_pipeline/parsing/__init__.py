@@ -13,7 +13,7 @@ import json
 import re
 from importlib.metadata import version
 
-from atlas_pipeline.ops.settings import PdfEngine, setting_default
+from atlas_pipeline.config.settings import PdfEngine, setting_default
 from atlas_pipeline.parsing.errors import (
     DocumentError,
     LockedDocumentError,

@@ -18,10 +18,10 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field
 
+from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
-from atlas_pipeline.ops.redaction import redact
 from atlas_pipeline.review.decisions import DecisionRefused, decide, stable_id
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import IMPORTS, import_report_path

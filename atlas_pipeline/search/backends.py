@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-import dagster as dg
-
 from atlas_pipeline.search.entries import Hit, IndexedDocument
 
 SQLITE_NAME = "atlas_search.sqlite"  # beside the instance's own SQLite files (DAGSTER_HOME/storage)
@@ -42,16 +40,25 @@ class SearchIndex(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+class InstanceStorage(Protocol):
+    """What an index needs of the Dagster instance — its database and storage folder — typed by shape, so that the
+    search library does not import Dagster."""
+
+    @property
+    def run_storage(self) -> object: ...
+    def storage_directory(self) -> str: ...
+
+
 class SearchConfigError(ValueError):
     """The configured backend cannot be used with this instance."""
 
 
-def instance_postgres_url(instance: dg.DagsterInstance) -> str:
+def instance_postgres_url(instance: InstanceStorage) -> str:
     """The SQLAlchemy URL of the instance's PostgreSQL database ("" for any other storage)."""
     return str(getattr(instance.run_storage, "postgres_url", "") or "")
 
 
-def open_index(backend: str, sqlite_path: str, instance: dg.DagsterInstance) -> SearchIndex:
+def open_index(backend: str, sqlite_path: str, instance: InstanceStorage) -> SearchIndex:
     url = instance_postgres_url(instance)
     if backend == "postgres" or (backend == "auto" and url):
         if not url:

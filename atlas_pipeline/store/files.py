@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from atlas_pipeline.ops.settings import is_url
+from atlas_pipeline.config.settings import is_url
 
 
 def _file_mode() -> int:

@@ -12,8 +12,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from atlas_pipeline.grading.statuses import DocumentStatus
-from atlas_pipeline.ops.redaction import redact
+from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import record_path
 

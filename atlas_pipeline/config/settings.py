@@ -412,7 +412,7 @@ def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
 
 
 def describe_settings() -> list[tuple[str, str, str]]:
-    """(variable, default, description) for every setting, used by the check of docs/configuration.md and ``atlas settings``."""
+    """(variable, default, description) for every setting: ``atlas settings`` and the check of docs/configuration.md."""
     rows = []
     for name, field in AtlasSettings.model_fields.items():
         default = "(project seeds/)" if name == "seeds_dir" else field.default

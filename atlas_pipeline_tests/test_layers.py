@@ -1,0 +1,41 @@
+"""The floors of the code hold (pyproject.toml, ``[tool.importlinter]``): config imports nothing of Atlas, core only
+config, store only those two, and the library never imports Dagster — counting imports inside functions too. The
+same check fails on a back-edge planted in a copy of the package."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from atlas_pipeline.config.settings import PROJECT_ROOT
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(root: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    command = [str(LINT_IMPORTS), "--no-cache", "--config", str(PROJECT_ROOT / "pyproject.toml")]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_layer_contracts_hold():
+    result = _lint(PROJECT_ROOT, PROJECT_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_a_planted_back_edge_breaks_them(tmp_path):
+    copy = tmp_path / "atlas_pipeline"
+    shutil.copytree(PROJECT_ROOT / "atlas_pipeline", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    settings = copy / "config" / "settings.py"
+    planted = "\n\ndef _planted():\n    from atlas_pipeline.store.files import Store\n\n    return Store\n"
+    settings.write_text(settings.read_text() + planted)  # hidden in a function: counted all the same
+    plain = copy / "parsing" / "plain.py"
+    plain.write_text(plain.read_text() + "\n\ndef _planted_too():\n    import dagster\n\n    return dagster\n")
+    result = _lint(tmp_path, tmp_path)
+    said = result.stdout + result.stderr
+    assert result.returncode != 0, said
+    assert "atlas_pipeline.config.settings -> atlas_pipeline.store.files" in said
+    assert "atlas_pipeline.parsing.plain -> dagster" in said
+    assert "2 broken" in said or "3 broken" in said
