@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
-from dagster._core.storage.tags import PARTITION_NAME_TAG
 from pydantic import BaseModel
 
+from atlas_pipeline.dagster_internals import PARTITION_NAME_TAG
 from atlas_pipeline.defs.document_runs import documents_of
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import now_iso

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import dagster as dg
 
 from atlas_pipeline.config.redaction import redact, secrets_masked_in_errors
+from atlas_pipeline.dagster_internals import add_step_metadata, step_of
 
 T = TypeVar("T")
 
@@ -29,8 +30,7 @@ class DocumentBatch:
         self.context = context
         self.keys: list[str] = list(context.partition_keys)
         self._known = frozenset(self.keys)
-        step = getattr(context.op_execution_context, "_step_execution_context", None)
-        self._step = step if hasattr(step, "_metadata_accumulator") else None
+        self._step = step_of(context)
 
     @property
     def single(self) -> bool:
@@ -53,9 +53,7 @@ class DocumentBatch:
         asset_key = dg.AssetKey.from_coercible(asset) if asset else assets_def.key
         if asset_key not in assets_def.keys:
             raise dg.DagsterInvariantViolationError(f"asset {asset_key.to_user_string()!r} is not in this step")
-        self._step._metadata_accumulator = self._step._metadata_accumulator.with_additional_asset_metadata(
-            asset_key=asset_key, partition_key=key, metadata=metadata
-        )
+        add_step_metadata(self._step, asset_key, key, metadata)
 
     def each(self, work: Callable[[str], T], parallel: int = 1) -> dict[str, T]:
         """``work(key)`` for every document, ``parallel`` at a time (threads: for work that waits on an endpoint,

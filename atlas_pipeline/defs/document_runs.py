@@ -14,12 +14,12 @@ import time
 from datetime import UTC
 
 import dagster as dg
-from dagster._core.storage.tags import (
+
+from atlas_pipeline.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
 )
-
 from atlas_pipeline.defs.partitions import documents_partitions
 
 DOCUMENT_JOBS = ("document_job", "document_batch_job", "review_job")

@@ -10,11 +10,10 @@ import time
 from datetime import UTC, datetime
 
 import dagster as dg
-from dagster._core.storage.partition_status_cache import AssetPartitionStatus
-from dagster._utils.error import SerializableErrorInfo
 
 from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.dagster_internals import AssetPartitionStatus, SerializableErrorInfo
 from atlas_pipeline.defs.asset_names import (
     AGGREGATE_ASSET_NAMES,
     DOCUMENT_ASSET_NAMES,

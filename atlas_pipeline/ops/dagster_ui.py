@@ -29,6 +29,7 @@ import yaml
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from atlas_pipeline.config.hosts import trusted_hosts
+from atlas_pipeline.dagster_internals import workspace_tools
 
 DAEMON_STOP_SECONDS = 30
 
@@ -55,9 +56,7 @@ def guarded_app(app, listed_hosts: str = ""):
 @contextlib.contextmanager
 def shared_code_server(instance, workspace: str) -> Iterator[str]:
     """One code server for the UI and the daemon, as ``dagster dev`` runs it: the path of a workspace file naming it."""
-    from dagster._cli.proxy_server_manager import ProxyServerManager
-    from dagster._core.workspace.load_target import WorkspaceFileTarget
-
+    ProxyServerManager, WorkspaceFileTarget, _ = workspace_tools()
     target = WorkspaceFileTarget(paths=[workspace])
     with (
         ProxyServerManager(instance=instance, workspace_load_target=target, code_server_log_level="warning") as proxy,
@@ -71,8 +70,8 @@ def shared_code_server(instance, workspace: str) -> Iterator[str]:
 def serve(workspace: str, host: str, port: int, listed_hosts: str = "") -> int:
     """Run the daemon and serve the UI until interrupted (or until the daemon dies: then 1)."""
     import dagster as dg
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    _, WorkspaceFileTarget, WorkspaceProcessContext = workspace_tools()
     from dagster_webserver.app import create_app_from_workspace_process_context
     from dagster_webserver.version import __version__
 

@@ -16,13 +16,16 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from dagster import _check as check
-from dagster._config import Field, StringSource
-from dagster._core.errors import DagsterInvariantViolationError
-from dagster._core.events import ASSET_EVENTS
-from dagster._core.events.log import EventLogEntry
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-from dagster._serdes import ConfigurableClassData
+from atlas_pipeline.dagster_internals import (
+    ASSET_EVENTS,
+    ConfigurableClassData,
+    DagsterInvariantViolationError,
+    EventLogEntry,
+    Field,
+    SqliteEventLogStorage,
+    StringSource,
+    check,
+)
 
 BATCH_SIZE_VARIABLE = "DAGSTER_EVENT_BATCH_SIZE"
 DEFAULT_BATCH_SIZE = "1000"  # events held at most before a write; a batch ends sooner (one output, one run's plan)

@@ -65,7 +65,7 @@ CONFIGURABLE_SECTIONS = (
 
 def config_errors(config_type: object, value: object) -> list[str]:
     """Schema errors of ``value`` against a Dagster config type (``{env: X}`` sources are not resolved)."""
-    from dagster._config import validate_config
+    from atlas_pipeline.dagster_internals import validate_config
 
     result = validate_config(config_type, value)
     return [] if result.success else [error.message for error in result.errors]
@@ -75,9 +75,9 @@ def validate_instance_config(path: Path) -> list[str]:
     """Problems with an instance config file (``dagster.yaml``): the top-level schema as Dagster checks it, then
     the config of every class it names (run launcher, coordinator, storages, …), imported from its package.
     Nothing is connected to, so a Kubernetes or Celery config can be checked on a laptop."""
-    from dagster._core.errors import DagsterInvalidConfigError
-    from dagster._core.instance.config import dagster_instance_config
-    from dagster_shared.yaml_utils import load_yaml_from_path
+    from atlas_pipeline.dagster_internals import DagsterInvalidConfigError, instance_config_tools
+
+    dagster_instance_config, load_yaml_from_path = instance_config_tools()
 
     path = Path(path)
     try:

@@ -24,9 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dagster as dg
-from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
-from dagster._time import datetime_from_timestamp
 
+from atlas_pipeline.dagster_internals import NOT_FINISHED_STATUSES, datetime_from_timestamp, run_storage_tables
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.store.files import Store
 
@@ -212,7 +211,7 @@ def _copy_run(
 def _forget_run(target: dg.DagsterInstance, run_id: str) -> None:
     """Remove a half-copied run: its row, its events, and the asset-check executions its events recorded (which
     Dagster's ``delete_run`` leaves behind)."""
-    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+    _, AssetCheckExecutionsTable = run_storage_tables()
 
     target.delete_run(run_id)
     index_connection = getattr(target.event_log_storage, "index_connection", None)
@@ -223,7 +222,7 @@ def _forget_run(target: dg.DagsterInstance, run_id: str) -> None:
 
 def _keep_creation_time(target: dg.DagsterInstance, run_id: str, created: object) -> None:
     """The run's creation time on the source (a run storage stamps the time of the insert otherwise)."""
-    from dagster._core.storage.runs.schema import RunsTable
+    RunsTable, _ = run_storage_tables()
 
     storage = target.run_storage
     connect = getattr(storage, "connect", None)

@@ -66,7 +66,7 @@ def _run_batch(keys: list[str], defs=None, instance=None) -> list[tuple[str, boo
     """Materialise the documents of ``keys`` (consecutive partitions) in one Dagster run — one run per document
     when there is one key. A batch whose run fails is run again one document per run, so a document that raises
     fails alone, with its own reason."""
-    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+    from atlas_pipeline.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     defs, instance = _worker_context(defs, instance)
     tags = run_tags()
