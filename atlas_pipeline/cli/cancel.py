@@ -1,0 +1,35 @@
+"""`atlas cancel`: documents waiting in the run queue, cancelled by a person."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from atlas_pipeline.config.settings import load_settings
+
+
+def command_cancel(args: argparse.Namespace) -> int:
+    """Cancel documents waiting in the run queue (a document being processed is refused); they end `cancelled`."""
+    import dagster as dg
+
+    from atlas_pipeline.defs.cancellation import CancelRefused, cancel_documents
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.store.files import Store
+
+    settings = load_settings()
+    prepare_dagster_home(settings.instance_config)
+    by = args.by or settings.reviewer or os.environ.get("USER", "unknown")
+    with dg.DagsterInstance.get() as instance:
+        try:
+            cancelled = cancel_documents(instance, Store(settings.artifacts), args.keys, by)
+        except CancelRefused as refusal:
+            for item in refusal.cancelled:
+                print(f"{item.key}: cancelled (run {item.run_id[:8]}, queued since {item.queued_since}) by {by}")
+            what = "the others were not cancelled" if refusal.cancelled else "nothing cancelled"
+            print(f"atlas: {what}:\n{refusal}", file=sys.stderr)
+            return 1
+    for item in cancelled:
+        print(f"{item.key}: cancelled (run {item.run_id[:8]}, queued since {item.queued_since}) by {by}")
+    print("their status is `cancelled` until they run again: `atlas run --only KEY`, or materialise in the UI")
+    return 0

@@ -1,0 +1,211 @@
+"""`atlas run`: scan the knowledge base, extract what is new or changed, refresh the aggregates and exports."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+from atlas_pipeline.cli.sources import print_sources
+from atlas_pipeline.cli.summary import document_states, print_summary, run_cost
+from atlas_pipeline.config.settings import load_settings
+
+
+def command_run(args: argparse.Namespace) -> int:
+    """Scan the knowledge base, materialise every new or changed document, then task completion and the exports."""
+    import dagster as dg
+
+    from atlas_pipeline.core.statuses import TERMINAL
+    from atlas_pipeline.definitions import build_definitions
+    from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
+    from atlas_pipeline.defs.cancellation import cancelled_documents
+    from atlas_pipeline.defs.document_states import aggregates_up_to_date, already_extracted
+    from atlas_pipeline.defs.partitions import documents_partitions
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
+    from atlas_pipeline.knowledge.duplicate_records import load_splits
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
+    from atlas_pipeline.outputs.exports import FORMATS, export_files
+    from atlas_pipeline.review.outcome import reviews_behind
+    from atlas_pipeline.review.workbook_import import import_inbox
+    from atlas_pipeline.store.files import Store
+    from atlas_pipeline.store.layout import APPROVED_STEM, COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
+    from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+    settings = load_settings()
+    home = prepare_dagster_home(settings.instance_config)
+    atlas = AtlasResource.from_settings(settings)
+    defs = build_definitions(settings)
+    store = atlas.store()
+    template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
+    print(f"knowledge base: {settings.knowledge_base}")
+    print(f"rule:           {atlas.rule} ({atlas.mode(rule)} mode, template {template.code})")
+    print(f"parser:         {atlas.parser_choice().summary()}")
+    print(f"dagster home:   {home}")
+    batch = args.batch or (settings.llm_concurrency if atlas.mode(rule) == "llm" else 1)
+    if atlas.mode(rule) == "llm":
+        print(
+            f"llm:            {settings.llm_model}, {settings.llm_concurrency} request(s) in flight at most, "
+            f"{batch} document(s) a run"
+        )
+    scan = refresh_catalog(atlas.open_knowledge_base(), store)
+    print(f"scan: {scan.summary()}")
+    with dg.DagsterInstance.get() as instance:
+        for run_id in reap_dead_runs(instance):
+            print(f"run {run_id[:8]} had lost its process: marked failed, its document runs again")
+        batch_mode = settings.llm_batch and atlas.mode(rule) == "llm" and not args.estimate
+        if batch_mode:  # answers that arrived: their documents are `waiting`, so they run below and are graded
+            batch_tick(settings, store, "start")
+        existing = set(instance.get_dynamic_partitions(documents_partitions.name))
+        new_keys = [key for key in scan.catalog.entries if key not in existing]
+        if new_keys:
+            instance.add_dynamic_partitions(documents_partitions.name, new_keys)
+        entries = scan.catalog.active()
+        if args.only:
+            unknown = sorted(set(args.only) - {entry.key for entry in entries})
+            if unknown:
+                known = ", ".join(sorted(entry.key for entry in entries)[:10]) or "none"
+                print(
+                    f"atlas: no document {', '.join(unknown)} in {settings.knowledge_base} (known: {known})",
+                    file=sys.stderr,
+                )
+                return 2
+            entries = [entry for entry in entries if entry.key in set(args.only)]
+        unchanged = set() if args.force else already_extracted(instance, entries, atlas.extraction_version().tag)
+        if args.only:  # a cancelled document named here runs again, even one extracted before its cancelled run
+            unchanged -= set(cancelled_documents(instance, store, list(unchanged)))
+        keys = [entry.key for entry in entries if entry.key not in unchanged]
+        if not args.only and not args.force:  # a person cancelled these: they run when named
+            cancelled = cancelled_documents(instance, store, keys)
+            keys = [key for key in keys if key not in cancelled]
+            if cancelled:
+                print(f"{len(cancelled)} cancelled document(s) left alone (`atlas run --only KEY` runs one again)")
+        if unchanged:
+            print(
+                f"{len(unchanged)} unchanged document(s) already extracted with this version: not run again "
+                "(--force redoes them)"
+            )
+        if args.estimate:
+            return _print_estimate(settings, atlas, store, [entry for entry in entries if entry.key in set(keys)])
+        started, stopped, run_began = time.perf_counter(), False, now_iso()
+        with stop_on_signals() as received:
+            try:
+                for number, (key, success, seconds) in enumerate(
+                    run_documents(keys, args.workers, defs, instance, batch), 1
+                ):
+                    record = read_record(store, key, "extraction", ExtractionRecord)
+                    if success and record is not None:
+                        outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
+                    else:
+                        (state,) = atlas.document_states(instance, only=[key])
+                        outcome = f"{state.status.value}: {state.reason}"
+                    print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
+            except (KeyboardInterrupt, RunStopped):
+                stopped = True
+        if stopped:
+            states = document_states(instance, atlas)
+            left = [s for s in states if s.status not in TERMINAL]
+            print(
+                f"\nstopped: {len(left)} document(s) not done stay pending (none is left extracting); "
+                "run `atlas run` again to continue",
+                flush=True,
+            )
+            return 128 + received.get("signal", signal.SIGINT)
+        if batch_mode:  # the requests this run queued go out now, as one batch
+            batch_tick(settings, store, "end")
+            waiting = [
+                key
+                for key in keys
+                if (r := read_record(store, key, "extraction", ExtractionRecord)) and r.status == "waiting"
+            ]
+            if waiting:
+                print(
+                    f"{len(waiting)} document(s) waiting at the endpoint's Batch API: run `atlas run` again later, or "
+                    "keep `atlas dev` running (the llm_batch_sensor looks every ATLAS_LLM_BATCH_POLL_SECONDS)"
+                )
+        if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
+            for report in import_inbox(Store(settings.review_inbox), store, template, settings.reviewer):
+                print(f"review inbox: {report.summary()}")
+        behind = reviews_behind(store, [entry.key for entry in entries if entry.key not in keys])
+        for key in behind:  # decisions made on the review page or imported while no daemon ran
+            defs.resolve_job_def("review_job").execute_in_process(
+                partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
+            )
+        if behind:
+            print(f"review decisions merged for {len(behind)} document(s): {', '.join(behind[:5])}")
+        exports = atlas.exports_store()
+        exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
+        aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
+        splits_changed = load_splits(store).changed_at
+        stale = not exported or not aggregates_up_to_date(instance, scan.catalog, aggregates, splits_changed)
+        if keys or behind or scan.changed or stale:
+            defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
+            late = reviews_behind(store, [entry.key for entry in entries])
+            if late:  # decided while this run worked: merged now, and the exports written again with them
+                for key in late:
+                    defs.resolve_job_def("review_job").execute_in_process(
+                        partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
+                    )
+                print(f"{len(late)} document(s) decided on while this run worked: merged, exports written again")
+                defs.resolve_job_def("aggregates_job").execute_in_process(
+                    instance=instance, run_config=QUIET_RUN_CONFIG
+                )
+        else:
+            print("task completion and exports are up to date: not refreshed")
+        states = document_states(instance, atlas)
+        print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s")
+        records = [read_record(store, key, "extraction", ExtractionRecord) for key in keys]
+        ran = [record for record in records if record is not None and record.extracted_at >= run_began]
+        if any(record.llm_calls or record.llm_cache_hits for record in ran):
+            print(run_cost(ran))
+        print_summary(states)
+        print("exports:")
+        for fmt in FORMATS:
+            print(f"  {fmt:<8} {exports.url(export_path(EXPORT_STEM, fmt))}")
+        for fmt in FORMATS[1:]:
+            print(f"  {fmt:<8} {exports.url(export_path(FIELDS_STEM, fmt))} (one row per extracted field)")
+        print(
+            f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
+        )
+        print(f"  review them: `atlas review` (http://127.0.0.1:{settings.review_port})")
+        print("  search them: `atlas search WORDS`")
+        print_sources(settings)
+        open_states = [s for s in states if s.status not in TERMINAL]
+    return 1 if open_states else 0
+
+
+def _print_estimate(settings, atlas, store, entries) -> int:
+    """``atlas run --estimate``: what the run would send and cost; nothing is parsed or sent."""
+    from atlas_pipeline.defs.resources import LLMResource
+    from atlas_pipeline.processing import estimate_extractions
+
+    rule = atlas.load_rule()
+    if atlas.mode(rule) != "llm":
+        print(f"estimate: {len(entries)} document(s) would run in skip mode: no LLM request, nothing to pay")
+        return 0
+    resource = LLMResource.from_settings(settings)
+    llm = resource.client(cache=store)
+    print(f"estimate (nothing sent): {len(entries)} document(s) to extract; prices: {resource.prices}")
+    estimate = estimate_extractions(atlas.open_knowledge_base(), store, entries, atlas.load_template(), rule, llm)
+    for line in estimate.lines(settings.llm_concurrency):
+        print(line)
+    if estimate.cost is None:
+        print(f"no price for {llm.config.model} in {resource.prices}: add it there (or set ATLAS_LLM_PRICES)")
+    return 0
+
+
+def batch_tick(settings, store, when: str) -> None:
+    """Batch API mode: take in what arrived and submit what is queued (``atlas run`` at its start and end); the
+    documents that read their answers since are no longer ready."""
+    from atlas_pipeline.defs.resources import LLMResource
+    from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+    llm = LLMResource.from_settings(settings)
+    print(f"Batch API ({when}): {llm.client(cache=store).batch_tick().summary()}")
+    queue = llm.batch_queue(store)
+    for key in queue.ready():
+        record = read_record(store, key, "extraction", ExtractionRecord)
+        if record is not None and record.status != "waiting":
+            queue.read(key)

@@ -1,0 +1,43 @@
+"""`atlas search`: ranked full-text search over texts, tables and extracted values."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from atlas_pipeline.config.settings import load_settings
+
+
+def command_search(args: argparse.Namespace) -> int:
+    """Search every document's text, tables and extracted values (ranked, with snippets)."""
+    import dagster as dg
+
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.search.backends import open_index
+    from atlas_pipeline.search.entries import QueryTooLongError
+
+    settings = load_settings()
+    prepare_dagster_home(settings.instance_config)
+    with (
+        dg.DagsterInstance.get() as instance,
+        open_index(settings.search_backend, settings.search_sqlite, instance) as index,
+    ):
+        started = time.perf_counter()
+        try:
+            hits = index.search(args.query, args.status, args.field, args.source, max(1, args.limit))
+        except QueryTooLongError as error:
+            print(f"atlas: {error}", file=sys.stderr)
+            return 2
+        took = time.perf_counter() - started
+        total = index.count()
+    if not total:
+        print("the search index is empty: `atlas run` (or the daemon) builds it as documents are processed")
+        return 1
+    print(f"{len(hits)} document(s) for {args.query!r} among {total} ({index.backend}, {took * 1000:.0f} ms)")
+    for rank, hit in enumerate(hits, start=1):
+        where = f"value {hit.field}" if hit.field else hit.part
+        source = f", from {hit.source}" if hit.source else ""
+        print(f"{rank:>3}. {hit.key}  [{hit.status}{source}]  {hit.title[:90]}")
+        print(f"     {where}: {hit.marked()}")
+    return 0 if hits else 1

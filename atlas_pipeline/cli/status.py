@@ -1,0 +1,47 @@
+"""`atlas status`: task completion computed live from the instance, sources and the Batch API queue."""
+
+from __future__ import annotations
+
+import argparse
+
+from atlas_pipeline.cli.sources import print_sources
+from atlas_pipeline.cli.summary import document_states, print_summary
+from atlas_pipeline.config.settings import load_settings
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """Task completion computed live from the instance (pending and running documents included)."""
+    import dagster as dg
+
+    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.ops.instance import prepare_dagster_home
+    from atlas_pipeline.ops.runs import reap_dead_runs
+
+    settings = load_settings()
+    prepare_dagster_home(settings.instance_config)
+    with dg.DagsterInstance.get() as instance:
+        reap_dead_runs(instance)
+        states = document_states(instance, AtlasResource.from_settings(settings))
+    print_summary(states)
+    print_sources(settings)
+    if settings.llm_batch:
+        print_batches(AtlasResource.from_settings(settings).store())
+    if args.documents:
+        for state in states:
+            removed = " [source removed]" if state.source_removed else ""
+            print(f"{state.key:<50} {state.status.value:<11} {state.reason}{removed}")
+    return 0
+
+
+def print_batches(store) -> None:
+    """Batch API mode: what waits to be sent and what waits at the endpoint (as last seen; nothing is asked)."""
+    from atlas_pipeline.extraction.batches import BatchQueue
+
+    queue = BatchQueue(store)
+    batches = queue.open_batches()
+    print(f"Batch API: {len(queue.queued())} request(s) queued for the next batch, {len(batches)} batch(es) open")
+    for batch in batches:
+        print(
+            f"  {batch['id']}: {batch['status']}, {len(batch['keys'])} request(s) for {len(batch['documents'])} "
+            f"document(s), submitted {batch['submitted_at']}"
+        )
