@@ -19,12 +19,13 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.core.statuses import TERMINAL
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
-    from atlas_pipeline.defs.cancellation import cancelled_documents
-    from atlas_pipeline.defs.document_states import aggregates_up_to_date, already_extracted
+    from atlas_pipeline.defs.document_states import aggregates_up_to_date
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.defs.run_history import InstanceFacts
     from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
+    from atlas_pipeline.knowledge.planning import plan_runs
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.outputs.exports import FORMATS, export_files
@@ -59,9 +60,10 @@ def command_run(args: argparse.Namespace) -> int:
         if batch_mode:  # answers that arrived: their documents are `waiting`, so they run below and are graded
             batch_tick(settings, store, "start")
         existing = set(instance.get_dynamic_partitions(documents_partitions.name))
-        new_keys = [key for key in scan.catalog.entries if key not in existing]
-        if new_keys:
-            instance.add_dynamic_partitions(documents_partitions.name, new_keys)
+        facts = InstanceFacts(instance, store, atlas.extraction_version().tag)
+        plan = plan_runs(scan.catalog, existing, facts, only=set(args.only or ()) or None, force=args.force)
+        if plan.new_partitions:
+            instance.add_dynamic_partitions(documents_partitions.name, plan.new_partitions)
         entries = scan.catalog.active()
         if args.only:
             unknown = sorted(set(args.only) - {entry.key for entry in entries})
@@ -73,15 +75,9 @@ def command_run(args: argparse.Namespace) -> int:
                 )
                 return 2
             entries = [entry for entry in entries if entry.key in set(args.only)]
-        unchanged = set() if args.force else already_extracted(instance, entries, atlas.extraction_version().tag)
-        if args.only:  # a cancelled document named here runs again, even one extracted before its cancelled run
-            unchanged -= set(cancelled_documents(instance, store, list(unchanged)))
-        keys = [entry.key for entry in entries if entry.key not in unchanged]
-        if not args.only and not args.force:  # a person cancelled these: they run when named
-            cancelled = cancelled_documents(instance, store, keys)
-            keys = [key for key in keys if key not in cancelled]
-            if cancelled:
-                print(f"{len(cancelled)} cancelled document(s) left alone (`atlas run --only KEY` runs one again)")
+        keys, unchanged = plan.keys, plan.unchanged
+        if plan.cancelled:  # a person cancelled these: they run when named
+            print(f"{len(plan.cancelled)} cancelled document(s) left alone (`atlas run --only KEY` runs one again)")
         if unchanged:
             print(
                 f"{len(unchanged)} unchanged document(s) already extracted with this version: not run again "

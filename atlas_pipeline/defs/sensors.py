@@ -11,13 +11,15 @@ from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
 from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
-from atlas_pipeline.defs.document_states import aggregates_behind, already_extracted
+from atlas_pipeline.defs.document_states import aggregates_behind
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.defs.run_history import InstanceFacts
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
+from atlas_pipeline.knowledge.planning import plan_runs
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -57,25 +59,28 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
             return dg.SensorResult(skip_reason=f"{error}: nothing scanned, results kept", cursor=context.cursor)
         requested = decode_cursor(context.cursor)
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
-        to_add = [key for key in scan.catalog.entries if key not in existing]
-        waiting = [entry for entry in scan.catalog.active() if requested.get(entry.key) != f"{entry.fingerprint}:{tag}"]
-        batch = waiting[: settings.sensor_max_runs_per_tick]
-        # made already (e.g. by `atlas run`) from these bytes with this version: nothing to request
-        done = already_extracted(context.instance, batch, extraction_version)
-        run_requests = []
-        for entry in batch:
-            if entry.key in done:
-                requested[entry.key] = f"{entry.fingerprint}:{tag}"
-                continue
-            run_requests.append(
-                dg.RunRequest(
-                    run_key=f"{entry.run_key}:{tag}",
-                    partition_key=entry.key,
-                    job_name=document_job.name,
-                    tags={"atlas/sha256": entry.sha256},
-                )
+        marks = {entry.key: f"{entry.fingerprint}:{tag}" for entry in scan.catalog.active()}
+        asked = {key for key, mark in marks.items() if requested.get(key) == mark}
+        plan = plan_runs(
+            scan.catalog,
+            existing,
+            InstanceFacts(context.instance, store, extraction_version),
+            asked_already=asked,
+            limit=settings.sensor_max_runs_per_tick,
+            leave_cancelled=False,  # a cancellation was of one queued run: new bytes are a new request
+        )
+        to_add = plan.new_partitions
+        run_requests = [
+            dg.RunRequest(
+                run_key=f"{entry.run_key}:{tag}",
+                partition_key=entry.key,
+                job_name=document_job.name,
+                tags={"atlas/sha256": entry.sha256},
             )
-            requested[entry.key] = f"{entry.fingerprint}:{tag}"
+            for entry in plan.to_run
+        ]
+        # made already (e.g. by `atlas run`) from these bytes with this version: marked, nothing requested
+        requested.update({key: marks[key] for key in [*plan.unchanged, *plan.keys]})
         # a source removed, restored or duplicated changes no document's run, but it changes what the aggregates
         # and the exports say: they are refreshed now, and the document's own history says it
         catalog_changes = [*scan.removed, *scan.restored, *scan.moved, *(key for _, key in scan.duplicates)]
@@ -96,10 +101,10 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
             state = hashlib.sha256(json.dumps(sorted(catalog_changes)).encode() + scan.stamp.encode()).hexdigest()
             run_requests.append(dg.RunRequest(run_key=f"catalog:{state[:16]}", job_name=aggregates_job.name))
         summary = f"scan: {scan.summary()}; {len(run_requests)} run(s) requested"
-        if done:
-            summary += f", {len(done)} already extracted (e.g. by `atlas run`)"
-        if len(waiting) > len(batch):
-            summary += f", {len(waiting) - len(batch)} waiting for the next tick"
+        if plan.unchanged:
+            summary += f", {len(plan.unchanged)} already extracted (e.g. by `atlas run`)"
+        if plan.later:
+            summary += f", {len(plan.later)} waiting for the next tick"
         context.log.info(summary)
         return dg.SensorResult(
             run_requests=run_requests,
