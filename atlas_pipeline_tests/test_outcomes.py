@@ -256,7 +256,7 @@ def test_a_gold_file_with_a_bad_line_is_refused_with_its_number(tmp_path):
 
 
 def test_a_reviewer_adds_an_outcome_the_model_missed_and_deletes_a_wrong_one(llm_server, run, instance, tmp_path):
-    from atlas_pipeline.review.app import create_app
+    from atlas_pipeline.review_page.app import create_app
 
     llm_server.script({"content": _answer(outcomes=[DURATION, ANEMIA])})
     _, record = run()

@@ -346,7 +346,7 @@ def test_decisions_merge_on_atlas_run_and_survive_atlas_migrate_to_postgres_and_
 
 
 def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, run, instance, knowledge_base):
-    from atlas_pipeline.review.app import create_app
+    from atlas_pipeline.review_page.app import create_app
 
     llm_server.script({"content": answer()})
     _, record = run()

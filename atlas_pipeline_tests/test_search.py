@@ -15,7 +15,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG
-from atlas_pipeline.review.app import create_app
+from atlas_pipeline.review_page.app import create_app
 from atlas_pipeline.search.entries import QueryTooLongError
 from atlas_pipeline.store.layout import provenance_path
 from atlas_pipeline_tests.corpus import copy_into, corpus_file

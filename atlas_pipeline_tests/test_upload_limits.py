@@ -7,7 +7,7 @@ from __future__ import annotations
 import resource
 import urllib.parse
 
-from atlas_pipeline.review.app import create_app
+from atlas_pipeline.review_page.app import create_app
 from atlas_pipeline_tests.helpers import http_request, multipart, serve
 
 

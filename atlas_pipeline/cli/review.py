@@ -12,7 +12,7 @@ def command_review(args: argparse.Namespace) -> int:
     import uvicorn
 
     from atlas_pipeline.ops.instance import prepare_dagster_home
-    from atlas_pipeline.review.app import create_app
+    from atlas_pipeline.review_page.app import create_app
 
     settings = load_settings()
     home = prepare_dagster_home(settings.instance_config)
