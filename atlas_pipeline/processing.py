@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 
 from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.estimate import RunEstimate, answer_tokens_guess, estimate_document, seconds_per_answer
 from atlas_pipeline.extraction.llm import LLMClient
 from atlas_pipeline.extraction.postprocessors import ExtractionInput, postprocessor_for
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge.catalog import CatalogEntry, now_iso, sha256_of
 from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceMissingError, SourceRefusedError

@@ -10,7 +10,7 @@ import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.extraction.templates import TemplateError, load_template
+from atlas_pipeline.core.templates import TemplateError, load_template
 from atlas_pipeline.grading.consistency import evaluate
 from atlas_pipeline.grading.fields import FieldResult, apply_checks, document_status
 from atlas_pipeline_tests.corpus import corpus_file

@@ -1,6 +1,7 @@
-"""The floors of the code hold (pyproject.toml, ``[tool.importlinter]``): config imports nothing of Atlas, core only
-config, store only those two, and the library never imports Dagster — counting imports inside functions too. The
-same check fails on a back-edge planted in a copy of the package."""
+"""The floors of the code hold (pyproject.toml, ``[tool.importlinter]``): each package imports only the floors below
+it — config at the bottom, then core, store, the library stages, the Dagster floor, the commands and apps — and the
+library never imports Dagster, counting imports inside functions too. The same check fails on back-edges planted in a
+copy of the package."""
 
 import os
 import shutil
@@ -33,9 +34,15 @@ def test_a_planted_back_edge_breaks_them(tmp_path):
     settings.write_text(settings.read_text() + planted)  # hidden in a function: counted all the same
     plain = copy / "parsing" / "plain.py"
     plain.write_text(plain.read_text() + "\n\ndef _planted_too():\n    import dagster\n\n    return dagster\n")
+    llm = copy / "extraction" / "llm.py"  # a stage importing a later one: the order within the library
+    llm.write_text(
+        llm.read_text()
+        + "\n\ndef _planted_three():\n    from atlas_pipeline.outputs import exports\n\n    return exports\n"
+    )
     result = _lint(tmp_path, tmp_path)
     said = result.stdout + result.stderr
     assert result.returncode != 0, said
     assert "atlas_pipeline.config.settings -> atlas_pipeline.store.files" in said
     assert "atlas_pipeline.parsing.plain -> dagster" in said
-    assert "2 broken" in said or "3 broken" in said
+    assert "atlas_pipeline.extraction.llm -> atlas_pipeline.outputs.exports" in said
+    assert "2 broken" in said

@@ -8,11 +8,11 @@ proves the real HTTP path, schema-constrained output, and that quotes it makes u
 import openai
 import pytest
 
+from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule
 from atlas_pipeline.extraction.extractor import extract_with_llm, plan_requests
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig, bounded
 from atlas_pipeline.extraction.quotes import match_quote
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline.extraction.templates import Template, TemplateField, TemplateModule
 from atlas_pipeline_tests.servers import llama_cpp_server, local_model_path
 
 MODEL = local_model_path()

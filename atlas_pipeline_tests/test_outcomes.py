@@ -34,7 +34,7 @@ def _answer(**outcomes) -> str:
 
 
 def test_the_schema_and_model_carry_a_list_of_entries():
-    from atlas_pipeline.extraction.templates import load_template
+    from atlas_pipeline.core.templates import load_template
 
     template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
     (group,) = template.groups
@@ -343,7 +343,7 @@ def _record(key: str, entries: list[dict]) -> ExtractionRecord:
 
 
 def test_evaluation_matches_time_points_by_their_numbers_counts_exactly_and_penalises_extra_outcomes():
-    from atlas_pipeline.extraction.templates import load_template
+    from atlas_pipeline.core.templates import load_template
     from atlas_pipeline.outputs.evaluation import GoldError, GoldValue
 
     template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
@@ -420,8 +420,8 @@ def test_items_that_are_not_entries_are_dropped_and_two_analyses_of_one_outcome_
 
 
 def test_a_custom_field_cannot_take_a_groups_name_and_a_field_named_description_stays_in_the_prompt():
+    from atlas_pipeline.core.templates import CustomField, TemplateError, assemble_template, load_template
     from atlas_pipeline.extraction.prompt import build_messages
-    from atlas_pipeline.extraction.templates import CustomField, TemplateError, assemble_template, load_template
 
     template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
     with pytest.raises(TemplateError, match="clash"):

@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
+from atlas_pipeline.core.templates import CustomField, TemplateError, assemble_template, load_template
 from atlas_pipeline.extraction.prompt import (
     BEGIN_RULES,
     END_RULES,
@@ -15,7 +16,6 @@ from atlas_pipeline.extraction.prompt import (
     neutralise,
 )
 from atlas_pipeline.extraction.schema import answer_model, json_schema
-from atlas_pipeline.extraction.templates import CustomField, TemplateError, assemble_template, load_template
 
 TEMPLATES = PROJECT_ROOT / "seeds" / "templates"
 
@@ -42,7 +42,7 @@ def test_base_template_has_the_design_fields(template):
 
 
 def test_a_repeating_module_needs_an_identity_and_unique_names(template):
-    from atlas_pipeline.extraction.templates import Template
+    from atlas_pipeline.core.templates import Template
 
     data = template.model_dump()
     data["modules"][-1]["identity"] = []

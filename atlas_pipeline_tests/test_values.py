@@ -1,8 +1,8 @@
 """Value ↔ quote on real corpus sentences: a value must be written in (supported by) its own quote."""
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
+from atlas_pipeline.core.templates import TemplateField, load_template
 from atlas_pipeline.extraction.extractor import _merge
-from atlas_pipeline.extraction.templates import TemplateField, load_template
 from atlas_pipeline.grading.fields import apply_plausibility, grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.values import clean_value, numbers_in, support_of, value_support

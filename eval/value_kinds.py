@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
-from atlas_pipeline.extraction.templates import load_template
+from atlas_pipeline.core.templates import load_template
 from atlas_pipeline.grading.fields import grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.quotes import NEGATIONS, is_negation

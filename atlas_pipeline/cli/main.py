@@ -20,8 +20,8 @@ from atlas_pipeline.cli.sources import command_sources
 from atlas_pipeline.cli.status import command_status
 from atlas_pipeline.config.redaction import install_log_redaction, redact
 from atlas_pipeline.config.settings import SettingsError, SettingsWarning
+from atlas_pipeline.core.templates import TemplateError
 from atlas_pipeline.extraction.prices import PriceError
-from atlas_pipeline.extraction.templates import TemplateError
 from atlas_pipeline.sources.config import SourcesError
 
 DESCRIPTION = "atlas command line: run the whole pipeline, print task completion, open the UI, show settings, migrate."

@@ -19,10 +19,10 @@ from atlas_pipeline.config.settings import (
     StructuredOutput,
     TablesParserName,
 )
+from atlas_pipeline.core.templates import Template, assemble_template, load_template
 from atlas_pipeline.defs.document_states import collect_document_states
 from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
-from atlas_pipeline.extraction.templates import Template, assemble_template, load_template
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog, load_entry
 from atlas_pipeline.knowledge.listing import KnowledgeBase

@@ -14,12 +14,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.extractor import plan_requests
 from atlas_pipeline.extraction.llm import LLMClient, cache_key, estimate_tokens
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.parsing.model import Table
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import llm_cache_path

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.templates import Template, TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.extraction.llm import LLMAnswerCutError, LLMClient, LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
-from atlas_pipeline.extraction.templates import Template, TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import Violation
 from atlas_pipeline.grading.fields import (
     TIER_RANK,

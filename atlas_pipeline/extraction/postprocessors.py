@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.extractor import extract_with_llm
-from atlas_pipeline.extraction.identifiers import find_identifiers
 from atlas_pipeline.extraction.llm import LLMClient, LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
-from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.extraction.version import ExtractionVersion
+from atlas_pipeline.knowledge.identifiers import find_identifiers
 from atlas_pipeline.parsing import Table
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord
 

@@ -13,7 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.core.templates import Template
 
 AUDIT = logging.getLogger("atlas.audit")
 PROMPT_VERSION = "2"  # bump when the prompt's wording changes (part of the extraction version)

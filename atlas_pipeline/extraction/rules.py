@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from atlas_pipeline.extraction.templates import CustomField, TemplateError
+from atlas_pipeline.core.templates import CustomField, TemplateError
 
 
 class Rule(BaseModel):

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from atlas_pipeline.extraction.templates import Template, TemplateField
+from atlas_pipeline.core.templates import Template, TemplateField
 
 _JSON_TYPES = {
     "string": {"type": "string"},

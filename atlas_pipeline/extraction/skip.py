@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline.extraction.templates import Template
 from atlas_pipeline.store.records import ParseRecord, SnapshotRecord
 
 WRAPPER_SCHEMA = "atlas.skip_wrapper/1"

@@ -13,9 +13,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.prompt import PROMPT_VERSION
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline.extraction.templates import Template
 
 GRADING_VERSION = "3"  # bump when grading rules change what a tier means (re-grades every extraction)
 SKIP_WRAPPER_VERSION = "1"

@@ -29,9 +29,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from atlas_pipeline.core.checks import ConsistencyCheck
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.extraction.templates import entry_field_name, entry_field_parts
-from atlas_pipeline.grading.consistency import ConsistencyCheck, Violation, evaluate
+from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
+from atlas_pipeline.grading.consistency import Violation, evaluate
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.grading.values import clean_value, support_of
 

@@ -1,7 +1,7 @@
 """One work under different bytes — a PDF and the JATS XML of one article, a re-downloaded PDF with other metadata,
 a preprint and its publication — recognised from the document's own identifiers and from its text.
 
-Each text gets a ``Fingerprint``: its own DOI / PMCID / trial registrations (``extraction.identifiers``, reference
+Each text gets a ``Fingerprint``: its own DOI / PMCID / trial registrations (``knowledge.identifiers``, reference
 list excluded) and the set of its 5-word shingles (hashed). Candidates come from a MinHash LSH index (datasketch)
 and from shared identifiers; a pair is a duplicate when
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from atlas_pipeline.extraction.identifiers import find_identifiers
+from atlas_pipeline.knowledge.identifiers import find_identifiers
 
 SHINGLE_WORDS = 5
 NUM_PERM = 128

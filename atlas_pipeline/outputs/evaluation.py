@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
-from atlas_pipeline.extraction.templates import Template, entry_field_parts
+from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 NAME_MATCH = 80.0

@@ -10,7 +10,7 @@ import json
 import polars as pl
 
 from atlas_pipeline.config.redaction import redact_value, secret_values
-from atlas_pipeline.extraction.templates import Template, TemplateField, TemplateModule, entry_field_parts
+from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes

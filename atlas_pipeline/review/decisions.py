@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from atlas_pipeline.config.redaction import redact
-from atlas_pipeline.extraction.templates import TemplateField, entry_field_name, entry_field_parts
+from atlas_pipeline.core.templates import TemplateField, entry_field_name, entry_field_parts
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
 from atlas_pipeline.store.records import ExtractionRecord

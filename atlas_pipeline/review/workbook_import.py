@@ -19,7 +19,7 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from atlas_pipeline.config.redaction import redact
-from atlas_pipeline.extraction.templates import Template
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.review.decisions import DecisionRefused, decide, stable_id

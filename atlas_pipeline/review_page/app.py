@@ -28,8 +28,8 @@ from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.config.hosts import trusted_hosts
 from atlas_pipeline.config.settings import AtlasSettings
+from atlas_pipeline.core.templates import Template, entry_field_name, entry_field_parts
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.extraction.templates import Template, entry_field_name, entry_field_parts
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.decisions import (
