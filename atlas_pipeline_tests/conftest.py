@@ -25,7 +25,7 @@ from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
 from atlas_pipeline.parsing import ParseOptions
-from atlas_pipeline.processing import parse_snapshot
+from atlas_pipeline.parsing.document_parse import parse_snapshot
 from atlas_pipeline.store import layout
 from atlas_pipeline.store.files import Store, filesystem_for
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record

@@ -10,7 +10,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.listing import SourceMissingError
-from atlas_pipeline.processing import take_snapshot
+from atlas_pipeline.knowledge.snapshots import take_snapshot
 from atlas_pipeline_tests.corpus import CORPUS
 
 EXPECTED = {

@@ -10,8 +10,8 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.knowledge.catalog import load_catalog
+from atlas_pipeline.parsing.document_parse import load_markdown, load_tables
 from atlas_pipeline.parsing.providers.base import neutral_name
-from atlas_pipeline.processing import load_markdown, load_tables
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into, corpus_file, parsed_corpus
 from atlas_pipeline_tests.helpers import latest_metadata, register, run_document

@@ -25,11 +25,13 @@ from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.extraction.document_extraction import extract_document
 from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
+from atlas_pipeline.knowledge.snapshots import take_snapshot
 from atlas_pipeline.ops.event_log import BATCH_SIZE_VARIABLE, DEFAULT_BATCH_SIZE
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.ops.runs import run_documents
-from atlas_pipeline.processing import extract_document, parse_snapshot, take_snapshot
+from atlas_pipeline.parsing.document_parse import parse_snapshot
 from atlas_pipeline.store import layout
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers import scripted_openai_server

@@ -175,7 +175,7 @@ def command_run(args: argparse.Namespace) -> int:
 def _print_estimate(settings, atlas, store, entries) -> int:
     """``atlas run --estimate``: what the run would send and cost; nothing is parsed or sent."""
     from atlas_pipeline.defs.resources import LLMResource
-    from atlas_pipeline.processing import estimate_extractions
+    from atlas_pipeline.extraction.document_extraction import estimate_extractions
 
     rule = atlas.load_rule()
     if atlas.mode(rule) != "llm":

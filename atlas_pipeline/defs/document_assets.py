@@ -15,6 +15,7 @@ from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.extraction.document_extraction import extract_document
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.grading.checks import (
     QUOTE_GROUNDING,
@@ -24,8 +25,9 @@ from atlas_pipeline.grading.checks import (
     fields_needing_review,
 )
 from atlas_pipeline.knowledge.catalog import load_catalog
+from atlas_pipeline.knowledge.snapshots import take_snapshot
 from atlas_pipeline.parsing import ParsedDocument
-from atlas_pipeline.processing import extract_document, load_markdown, parse_snapshot, take_snapshot
+from atlas_pipeline.parsing.document_parse import load_markdown, parse_snapshot
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import provenance_path
 from atlas_pipeline.store.records import ParseRecord, Problem, SnapshotRecord, read_record

@@ -3,8 +3,8 @@
 ``skip`` writes the stable JSON wrapper (no LLM); ``llm`` extracts every field with its quote through an
 OpenAI-compatible endpoint and grades it against the document. Another one (a rules-only extractor, another kind of
 model) is a new module with a ``Postprocessor`` subclass added to ``POSTPROCESSORS`` and its name to the
-``ATLAS_POSTPROCESS_MODE`` choices; the assets and ``processing`` do not change. A post-processor fills the record
-(status, reason, fields, usage) and returns the output document to store, or None.
+``ATLAS_POSTPROCESS_MODE`` choices; the assets and the extraction step (``document_extraction``) do not change. A
+post-processor fills the record (status, reason, fields, usage) and returns the output document to store, or None.
 """
 
 from __future__ import annotations
