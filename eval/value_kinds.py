@@ -30,7 +30,7 @@ from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.templates import load_template
 from atlas_pipeline.grading.fields import grade_field
 from atlas_pipeline.grading.locations import EvidenceScope
-from atlas_pipeline.grading.quotes import NEGATIONS, is_negation
+from atlas_pipeline.grading.meaning import NEGATIONS, is_negation
 from atlas_pipeline.grading.values import COMMON_WORDS, STOPWORDS, numbers_in
 from atlas_pipeline.parsing.regions import reference_list
 

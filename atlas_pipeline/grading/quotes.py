@@ -31,6 +31,15 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
+from atlas_pipeline.grading.interruptions import MAX_GAP_CHARS, block_ends_after, is_interruption
+from atlas_pipeline.grading.meaning import (
+    NEGATION_PREFIXES,
+    NUMBER_WORDS,
+    OPPOSITE_PREFIXES,
+    is_negation,
+    opposed,
+    words,
+)
 from atlas_pipeline.grading.text import (
     BOUNDARY,
     NUMBER,
@@ -54,104 +63,16 @@ CUT_WORD = 0.9  # found, but starting or ending inside a word: approximate
 SEGMENT_CONFIDENCE = {2: 0.98, 3: 0.96}
 MIN_PART_TOKENS = 3
 MIN_PART_CHARS = 12
-MAX_GAP_CHARS = 6000
 MAX_OCCURRENCES = 4096  # exact occurrences looked at (each is one str.find)
 MAX_PART_OCCURRENCES = 16  # per part of a segmented quote
 MAX_SEGMENT_STEPS = 500  # parts tried in all, so a pathological scope cannot make one quote slow
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 UNREADABLE_NOTE = "the source text has an unreadable character here"
 DECIMAL_NOTE = "the source text seems to have lost a decimal point here"
 
-NEGATIONS = frozenset(
-    _words("no not non nor neither none never without cannot nobody nothing nowhere lack lacked lacking absence absent")
-)
-NEGATION_PREFIXES = ("non", "un", "in", "im", "il", "ir", "dis", "anti", "a")
-# prefixes that turn a word into its opposite when swapped for each other
-OPPOSITE_PREFIXES = frozenset(
-    frozenset(pair)
-    for pair in (
-        ("in", "de"),
-        ("hyper", "hypo"),
-        ("pre", "post"),
-        ("in", "out"),
-        ("over", "under"),
-        ("inter", "intra"),
-        ("sub", "super"),
-        ("up", "down"),
-        ("max", "min"),
-        ("high", "low"),
-        ("in", "ex"),
-        ("im", "ex"),
-        ("fe", ""),
-        ("wo", ""),
-        ("ante", "post"),
-        ("intra", "extra"),
-        ("endo", "exo"),
-        ("pro", "anti"),
-        ("mono", "poly"),
-        ("uni", "bi"),
-        ("bi", "tri"),
-        ("hetero", "homo"),
-    )
-)
-_POLARITY = (
-    _words(
-        "increase increased increases increasing higher high highest more most greater greatest larger largest above "
-        "over rise rose risen raised elevated gain gained superior better best improved improvement improve improves "
-        "positive maximum longer longest exceed exceeded exceeds plus many"
-    ),
-    _words(
-        "decrease decreased decreases decreasing reduction reduce reduced reduces lower low lowest less least fewer "
-        "smaller smallest below under fall fell fallen drop dropped loss lost inferior worse worst worsened worsening "
-        "deteriorated negative minimum shorter shortest minus few"
-    ),
-)
-_OPPOSITE_WORDS = (
-    frozenset({"before", "after"}),
-    frozenset({"with", "without"}),
-    frozenset({"intervention", "control"}),
-    frozenset({"treatment", "placebo"}),
-    frozenset({"experimental", "control"}),
-    frozenset({"included", "excluded"}),
-    frozenset({"inclusion", "exclusion"}),
-    frozenset({"first", "last"}),
-    frozenset({"left", "right"}),
-    frozenset({"all", "none"}),
-    frozenset({"always", "never"}),
-    frozenset({"true", "false"}),
-    frozenset({"yes", "no"}),
-    frozenset({"accepted", "rejected"}),
-)
 _ARTICLES = frozenset({"the"})  # "a few" is not "few"
-NUMBER_WORDS = _words(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion once "
-    "twice thrice half quarter third fourth fifth double triple single dozen none both all either neither"
-)
 _OCR_PAIRS = (("rn", "m"), ("cl", "d"), ("vv", "w"), ("li", "h"), ("ri", "n"))
-# a caption names its figure or table and number, then punctuation or its title in bold ("Table 2 shows…" is text)
-_CAPTION = re.compile(
-    r"^\W{0,6}(fig(ure)?s?|tables?|tab|box|scheme|chart|panel|plate|supplementa\w*|appendix)\.?\s*[A-Z]?\d+[a-z]?"
-    r"\s*(\*\*|[.:|)–—-])"
-    # an article's furniture: labelled boxes (funding, competing interests, copyright, …) and contact lines
-    r"|^\W{0,6}(notes?|abbreviations?|source|legend|key|keywords|funding|competing interests?|conflicts? of interest|"
-    r"copyright|data availability|citation|editor|received|accepted|published|correspondence|corresponding author|"
-    r"e-?mail|trial registration)\s*\**\s*[:.]"
-    r"|^.{0,300}[\w.+-]+@[\w-]+\.[\w.]+",
-    re.IGNORECASE | re.DOTALL,
-)
-_FOOTNOTE = re.compile(r"^(>\s|<sup>|[†‡§¶]|\*(?![*\s])|\[\^)")
-_PICTURE = re.compile(r"^(<!--\s*(start of picture text|page\s+\d+)|!\[|<table|<img)", re.IGNORECASE)
-_BLANK_LINE = re.compile(r"\n[ \t]*\n")
-_FIGURE_LABEL_WORDS = 6  # a line of figure material (an axis label, a legend entry) has a few words, or is numbers
-_FUNCTION_TEXT = "a an the of and or in on at to for with by from as than that which who was were is are but"
-_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
-_SENTENCE_END = re.compile(r"[.!?:;][\s*_)\]]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,41 +105,6 @@ def _result(confidence: float, method: str, span: tuple[int, int] | None, note: 
     if span is None or tier == "unverified":
         return QuoteMatch(confidence, tier, None, None, method if tier != "unverified" else "none", note)
     return QuoteMatch(confidence, tier, span[0], span[1], method, note)
-
-
-# -- meaning-bearing differences --------------------------------------------------------------------------------
-
-
-def is_negation(word: str) -> bool:
-    return word in NEGATIONS or word.endswith("n't")
-
-
-def _common_suffix(a: str, b: str) -> int:
-    length = 0
-    while length < min(len(a), len(b)) and a[-1 - length] == b[-1 - length]:
-        length += 1
-    return length
-
-
-def opposed(a: str, b: str) -> bool:
-    """Do two different words say opposite things (polarity, negation prefix, opposite prefix, antonym pair)?"""
-    if a == b:
-        return False
-    if is_negation(a) or is_negation(b):
-        return True
-    for group in _OPPOSITE_WORDS:
-        if a in group and b in group:
-            return True
-    if any(a in side for side in _POLARITY) and any(b in side for side in _POLARITY):
-        return not any(a in side and b in side for side in _POLARITY)
-    suffix = _common_suffix(a, b)
-    if suffix >= 3:
-        head_a, head_b = a[: len(a) - suffix], b[: len(b) - suffix]
-        if frozenset((head_a, head_b)) in OPPOSITE_PREFIXES:
-            return True
-        if (not head_a and head_b in NEGATION_PREFIXES) or (not head_b and head_a in NEGATION_PREFIXES):
-            return True
-    return False
 
 
 def _describe(tokens: list[Token]) -> str:
@@ -360,7 +246,7 @@ def _occurrences(
         position += 1
 
 
-CUT_PREFIXES = _words("a ab an anti contra counter de di dis dys il im in ir mal mis non un under over")
+CUT_PREFIXES = words("a ab an anti contra counter de di dis dys il im in ir mal mis non un under over")
 CUT_SUFFIXES = ("less", "free", "n't")
 
 
@@ -434,76 +320,6 @@ def _exact(quote: list[Token], doc: TokenizedText) -> QuoteMatch | None:
     return fallback
 
 
-def _boundary_after(doc: TokenizedText, index: int) -> bool:
-    """Does a block (paragraph, caption, table, page) end after token ``index``?"""
-    if index >= len(doc.tokens) - 1:
-        return True
-    between = doc.original[doc.tokens[index].end : doc.tokens[index + 1].start]
-    return bool(_BLANK_LINE.search(between)) or doc.pages_between(doc.tokens[index].end, doc.tokens[index + 1].start)
-
-
-def _interruption(doc: TokenizedText, start: int, end: int) -> bool:
-    """Is the source text between two parts of a quote a real interruption — a page break with its header and footer,
-    figure or table captions, tables, footnotes, picture text — rather than the document's own running text? Every
-    block between must be one of those (a short block counts as page furniture only across a page break), and within
-    a page an interruption cuts a sentence: a part that ends its sentence is not continued by another one."""
-    if end - start > MAX_GAP_CHARS:
-        return False
-    page_break = doc.pages_between(start, end)
-    if not page_break and re.match(r"[\s*_)\]]*[.!?]", doc.original[start : start + 8]):
-        return False
-    blocks = [block.strip() for block in _BLANK_LINE.split(doc.original[start:end]) if block.strip()]
-    if not blocks:
-        return False
-    continued = re.match(r"[^\W\d_]", doc.original[end : end + 1]) is not None and doc.original[end].islower()
-    figure = continued and _figure_material(blocks)
-    for block in blocks:
-        plain = re.sub(r"^[\s*_]+", "", block)
-        is_table = all(line.lstrip().startswith("|") for line in block.splitlines() if line.strip())
-        furniture = page_break and len(block.split()) <= 15 and not block.lstrip().startswith("#")
-        if not (
-            is_table or furniture or figure or _CAPTION.match(plain) or _FOOTNOTE.match(block) or _PICTURE.match(block)
-        ):
-            return False
-    return True
-
-
-def _figure_lines(block: str) -> list[tuple[int, int]] | None:
-    """(words, numbers) of each line of a block that reads as a figure's own text — axis ticks, labels, a legend —,
-    or None when it reads as running text: a line of more than a few words that are not numbers, a line that ends
-    in a function word ("in the") or is one part in three of them, a sentence, a heading, a negation or a
-    comparator (which a quote could otherwise silently skip)."""
-    lines = [line.strip() for line in block.splitlines() if line.strip()]
-    if not lines or lines[0].startswith("#"):
-        return None
-    counts = []
-    for line in lines:
-        tokens = [t for t in tokenize_once(line).tokens if t.kind in (WORD, NUMBER)]
-        words = [t.text for t in tokens if t.kind == WORD]
-        numbers = len(tokens) - len(words)
-        function = sum(word in _FUNCTION_WORDS for word in words)
-        if len(words) > _FIGURE_LABEL_WORDS and numbers < len(words):
-            return None
-        if words and ((tokens[-1].kind == WORD and tokens[-1].text in _FUNCTION_WORDS) or 3 * function >= len(words)):
-            return None
-        if _SENTENCE_END.search(line) and len(words) > 3:
-            return None
-        counts.append((len(words), numbers))
-    if any(is_negation(t.text) or (t.kind == SYMBOL and t.text in "<>≤≥=≠≮≯") for t in tokenize_once(block).tokens):
-        return None
-    return counts
-
-
-def _figure_material(blocks: list[str]) -> bool:
-    """Are the blocks between two parts of a quote a figure's own text that a PDF's column flow put inside the
-    sentence? Every block reads as figure text (``_figure_lines``) and one line at least is axis ticks (mostly
-    numbers): a lone word between two parts ("placebo") is never taken for a figure."""
-    counts = [_figure_lines(block) for block in blocks]
-    if any(found is None for found in counts):
-        return False
-    return any(numbers >= 2 and numbers >= words for found in counts for words, numbers in found or [])
-
-
 def _long_enough(doc: TokenizedText, begin: int, end: int) -> bool:
     """A part of a segmented quote is long enough not to be found by chance."""
     return end - begin >= MIN_PART_TOKENS and sum(len(t.text) for t in doc.tokens[begin:end]) >= MIN_PART_CHARS
@@ -525,8 +341,8 @@ def _segmented(quote: list[Token], doc: TokenizedText) -> QuoteMatch | None:
             if steps[0] > MAX_SEGMENT_STEPS:
                 return None
             if parts and not (
-                _boundary_after(doc, first - 1)
-                and _interruption(doc, doc.tokens[parts[-1][1] - 1].end, doc.tokens[first].start)
+                block_ends_after(doc, first - 1)
+                and is_interruption(doc, doc.tokens[parts[-1][1] - 1].end, doc.tokens[first].start)
             ):
                 continue
             length = 0
@@ -541,7 +357,7 @@ def _segmented(quote: list[Token], doc: TokenizedText) -> QuoteMatch | None:
             for cut in range(length, MIN_PART_TOKENS - 1, -1):
                 if (
                     done + cut < len(texts)
-                    and _boundary_after(doc, first + cut - 1)
+                    and block_ends_after(doc, first + cut - 1)
                     and _long_enough(doc, first, first + cut)
                 ):
                     found = search(done + cut, first + cut, [*parts, (first, first + cut)])

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from atlas_pipeline.grading.quotes import is_negation
+from atlas_pipeline.grading.meaning import is_negation
 from atlas_pipeline.grading.text import BOUNDARY, NUMBER, SYMBOL, TAG_NAMES, WORD, Token, tokenize_once
 
 _STOPWORD_TEXT = "a an the of and or in on at to for with by vs versus from as per"
