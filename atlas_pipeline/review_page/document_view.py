@@ -1,0 +1,110 @@
+"""What the document page shows: each field with its model value, final value, decisions and evidence (the quote
+marked in its text, or its rectangles on the PDF page)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+
+from atlas_pipeline.core.templates import entry_field_parts
+from atlas_pipeline.review.decisions import (
+    Decision,
+    load_decisions,
+)
+from atlas_pipeline.review.evidence import locate_quote, text_evidence
+from atlas_pipeline.review.outcome import DocumentReview, FinalField, review_document
+from atlas_pipeline.review_page.page_state import ReviewPage
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
+
+NEEDS_PERSON = ("awaiting_review", "recheck")
+ADDED_FROM = 1001  # above any group's max_entries (≤ 500)
+
+
+def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Decision]) -> dict[str, Any]:
+    return {
+        "name": final.field,
+        "final": final,
+        "model_value": extracted.get("value"),
+        "tier": final.tier,
+        "quote": final.quote,
+        "note": extracted.get("note") or "",
+        "flags": final.flags,
+        "needs_person": final.provenance in NEEDS_PERSON,
+        "history": list(reversed(history)),
+    }
+
+
+def document_context(page: ReviewPage, request: Request, key: str, error: str = "") -> dict[str, Any]:
+    store = page.store
+    record = read_record(store, key, "extraction", ExtractionRecord)
+    states = page.states(only=[key])
+    state = states[0] if states else None
+    decisions = load_decisions(store, key)
+    me = page.reviewer(request)
+    blind = request.query_params.get("blind") == "1"
+    seen = [d for d in decisions if d.reviewer == me] if blind else decisions
+    review: DocumentReview | None = review_document(record, seen, page.atlas.accepted_tiers())
+    template = page.template()
+    modules: dict[str, dict[str, Any]] = {}
+    order = [field.name for field in template.fields]
+    names = sorted(review.fields, key=lambda n: order.index(n) if n in order else len(order)) if review else []
+    views = []
+    for name in names:
+        final = review.fields[name] if review else None
+        if final is None or record is None:
+            continue
+        view = _field_view(final, record.fields.get(name) or {}, [d for d in seen if d.field == name])
+        view["definition"] = template.field_definition(name)
+        group, entry, _ = entry_field_parts(name)
+        label = f"{group} — entry {entry}" if entry is not None else (final.module or "fields")
+        section = modules.setdefault(label, {"label": label, "group": group, "entry": entry, "views": []})
+        section["views"].append(view)
+        views.append(view)
+    selected_name = request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
+    selected = next((v for v in views if v["name"] == selected_name), None)
+    waiting = [v["name"] for v in views if v["needs_person"]]
+    after = names[names.index(selected_name) + 1 :] if selected_name in names else names
+    next_field = next((n for n in after if n in waiting), waiting[0] if waiting else "")
+    return {
+        "key": key,
+        "state": state,
+        "record": record,
+        "review": review,
+        "modules": list(modules.values()),
+        "groups": template.groups,
+        "selected": selected,
+        "evidence": _evidence(page, key, record, selected) if selected else None,
+        "next_field": next_field,
+        "reviewer": me,
+        "blind": blind,
+        "error": error,
+        "message": request.query_params.get("message", ""),
+        "query": lambda **changes: (
+            "?" + urlencode({k: v for k, v in {"blind": "1" if blind else "", **changes}.items() if v})
+        ),
+    }
+
+
+def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view: dict[str, Any]) -> dict[str, Any]:
+    store = page.store
+    snapshot = read_record(store, key, "snapshot", SnapshotRecord)
+    parse = read_record(store, key, "parse", ParseRecord)
+    extracted = record.fields.get(view["name"], {}) if record else {}
+    quote = view["quote"]
+    if snapshot and snapshot.snapshot_path and (snapshot.media_type or "").endswith("pdf"):
+        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, extracted.get("page"))
+        return {
+            "kind": "pdf",
+            "page": located.page,
+            "pages": located.pages,
+            "rects": located.rects,
+            "match": located.match,
+        }
+    text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
+    return {
+        "kind": "text",
+        "html": text_evidence(text, extracted.get("start"), extracted.get("end"), quote),
+        "found": extracted.get("start") is not None or bool(quote and quote in text),
+    }

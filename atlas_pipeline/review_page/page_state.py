@@ -1,0 +1,40 @@
+"""What the review page's handlers share: the deployment's settings, its stores, its template and the Dagster
+instance, and who is deciding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import unquote
+
+import dagster as dg
+from starlette.requests import Request
+
+from atlas_pipeline.config.settings import AtlasSettings
+from atlas_pipeline.core.templates import Template
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.store.files import Store
+
+REVIEWER_COOKIE = "atlas_reviewer"
+
+
+class ReviewPage:
+    """What the page's handlers share: the deployment's settings, its stores and the Dagster instance."""
+
+    def __init__(self, settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance]) -> None:
+        self.settings = settings
+        self.atlas = AtlasResource.from_settings(settings)
+        self.store: Store = self.atlas.store()
+        self._instance = instance
+
+    def instance(self) -> dg.DagsterInstance:
+        return self._instance()
+
+    def template(self) -> Template:
+        return self.atlas.load_template()
+
+    def states(self, only: list[str] | None = None) -> list[DocumentState]:
+        return self.atlas.document_states(self.instance(), only)
+
+    def reviewer(self, request: Request) -> str:
+        return unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.settings.reviewer
