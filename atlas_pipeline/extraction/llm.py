@@ -34,10 +34,18 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
-from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.config.settings import StructuredOutput, setting_default
 from atlas_pipeline.extraction.batches import BatchQueue, PollReport
 from atlas_pipeline.extraction.gate import RequestGate, Waited, gate_directory
+from atlas_pipeline.extraction.llm_outcomes import (
+    LLMAnswerCutError,
+    LLMError,
+    LLMPermanentError,
+    LLMQueuedError,
+    LLMResponseError,
+    LLMTransientError,
+    Usage,
+)
 from atlas_pipeline.extraction.prices import Price
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import llm_cache_path
@@ -47,37 +55,6 @@ LOG = logging.getLogger("atlas.llm")
 FORMAT_FALLBACK = {"json_schema": "json_object_schema", "json_object_schema": "json_object"}
 TRANSIENT_STATUS = (408, 409, 429)  # request timeout, conflict, rate limit: worth another try (and every 5xx)
 _REJECTION_PHRASES = ("input should be", "not supported", "unsupported", "invalid", "unknown", "must be", "expected")
-
-
-class LLMError(Exception):
-    """The LLM step failed for good; ``reason`` is safe to show (no secrets)."""
-
-    def __init__(self, reason: str) -> None:
-        reason = redact(reason)  # an endpoint may echo the request, credentials included
-        super().__init__(reason)
-        self.reason = reason
-        self.usage = Usage()  # what the failed attempt cost: requests sent, tokens answered
-
-
-class LLMPermanentError(LLMError):
-    """The endpoint refused the request (bad key, unknown model, bad request): retrying would not help."""
-
-
-class LLMTransientError(LLMError):
-    """The endpoint kept failing with retryable errors until the retries ran out."""
-
-
-class LLMResponseError(LLMError):
-    """The reply was not valid JSON for the schema, even after one repair request."""
-
-
-class LLMQueuedError(LLMError):
-    """Batch mode: the request is queued for (or in) a Batch API batch; the document waits for its answer."""
-
-
-class LLMAnswerCutError(LLMError):
-    """The endpoint stopped the answer at ``max_tokens`` (``finish_reason: "length"``): the question was too big for
-    one answer, so it must be asked in parts."""
 
 
 @dataclass
@@ -96,26 +73,6 @@ class LLMConfig:
     requests_per_minute: int = field(default=setting_default("llm_requests_per_minute"))
     tokens_per_minute: int = field(default=setting_default("llm_tokens_per_minute"))
     gate_dir: str = field(default=setting_default("llm_gate_dir"))
-
-
-@dataclass
-class Usage:
-    """What requests cost: sent, answered from the cache, tokens (``cached_tokens``: the part of the prompt the
-    endpoint read from its prompt cache, billed lower), retries, seconds spent waiting at the gate, and money."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-    cached_tokens: int = 0
-    waited_seconds: float = 0.0
-    cost: float = 0.0  # of the requests sent (0 without a price: see LLMClient.price)
-    reused_cost: float = 0.0  # of the answers read from the cache: what they cost when they were made
-
-    def add(self, other: Usage) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def estimate_tokens(messages: list[dict[str, str]]) -> int:

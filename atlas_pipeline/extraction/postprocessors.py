@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.extractor import extract_with_llm
-from atlas_pipeline.extraction.llm import LLMClient, LLMError, LLMQueuedError, Usage
+from atlas_pipeline.extraction.llm import LLMClient
+from atlas_pipeline.extraction.llm_outcomes import LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
