@@ -7,7 +7,7 @@ from atlas_pipeline.config.settings import AtlasSettings, load_settings
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS, build_evaluation_asset
 from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
-from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.defs.review_assets import document_review
 from atlas_pipeline.defs.sensors import (
     build_automation_sensor,
@@ -18,13 +18,14 @@ from atlas_pipeline.defs.sensors import (
     build_review_sensor,
 )
 from atlas_pipeline.defs.source_sensors import build_source_sensors
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.ops.event_log import enable_event_batching
 from atlas_pipeline.ops.executors import build_executor
 
 
 def extraction_code_version(settings: AtlasSettings) -> str:
     """The extraction version's tag (``extraction.version``): a change makes existing extractions stale."""
-    return AtlasResource.from_settings(settings).extraction_version().tag
+    return Deployment.from_settings(settings).extraction_version().tag
 
 
 def build_definitions(settings: AtlasSettings) -> dg.Definitions:
@@ -46,7 +47,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
             *build_source_sensors(settings),
             *([build_llm_batch_sensor(settings)] if settings.llm_batch and settings.llm_base_url else []),
         ],
-        resources={"atlas": AtlasResource.from_settings(settings), "llm": LLMResource.from_settings(settings)},
+        resources={"atlas": AtlasResource.from_settings(settings)},
         executor=build_executor(settings.executor, settings.executor_config),
     )
 

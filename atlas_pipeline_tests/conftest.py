@@ -23,6 +23,7 @@ from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_set
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.document_parse import parse_snapshot
@@ -128,7 +129,7 @@ def settings_for(tmp_path: Path):
 @pytest.fixture
 def atlas_for(settings_for):
     def make(kb: Path, **extra: str) -> AtlasResource:
-        return AtlasResource.from_settings(settings_for(kb, **extra))
+        return Deployment.from_settings(settings_for(kb, **extra))
 
     return make
 

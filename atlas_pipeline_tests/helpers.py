@@ -18,6 +18,7 @@ import dagster as dg
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline_tests.servers import free_port
 
 BIN = Path(sys.executable).parent
@@ -52,15 +53,17 @@ class SensorHarness:
     """Evaluates the sensor tick after tick like the daemon does: applies partition requests, keeps the cursor."""
 
     def __init__(self, instance, settings, atlas):
+        """``atlas``: the deployment the test reads results from (the sensor gets the same, as its resource)."""
         self.instance = instance
         self.atlas = atlas
         self.defs = build_definitions(settings)
+        self.resource = AtlasResource.from_settings(settings)
         self.sensor = self.defs.resolve_sensor_def("knowledge_base_sensor")
         self.cursor = None
 
     def tick(self) -> dg.SensorResult:
         context = dg.build_sensor_context(
-            instance=self.instance, cursor=self.cursor, resources={"atlas": self.atlas}, definitions=self.defs
+            instance=self.instance, cursor=self.cursor, resources={"atlas": self.resource}, definitions=self.defs
         )
         result = self.sensor(context)
         for request in result.dynamic_partitions_requests or []:

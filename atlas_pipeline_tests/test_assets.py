@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.defs.document_states import collect_document_states
+from atlas_pipeline.defs.document_states import collect_document_states, document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.extraction.version import extraction_version
 from atlas_pipeline.knowledge.catalog import load_catalog
@@ -166,7 +166,7 @@ def test_extractions_from_another_template_are_stale_not_mixed(pipeline, instanc
     defs, atlas, _ = pipeline
     assert run_document(defs, instance, "PMC3508963.pdf").success
     assert run_document(defs, instance, "ocrmypdf_invalid.pdf").success
-    current = {s.key: s for s in atlas.document_states(instance)}
+    current = {s.key: s for s in document_states(instance, atlas)}
     assert current["PMC3508963.pdf"].status == "done" and not current["PMC3508963.pdf"].stale
     store = atlas.store()
     template = atlas.load_template().model_copy(update={"version": "9.9.9"})

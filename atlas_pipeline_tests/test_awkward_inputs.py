@@ -7,6 +7,7 @@ import pytest
 
 from atlas_pipeline.core.statuses import TERMINAL
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.listing import SourceMissingError
@@ -39,7 +40,7 @@ def test_every_awkward_file_ends_in_a_terminal_status_with_a_reason(knowledge_ba
     job = build_definitions(settings).resolve_job_def("document_job")
     for key in keys:
         assert job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False).success, key
-    states = {state.key: state for state in atlas.document_states(instance)}
+    states = {state.key: state for state in document_states(instance, atlas)}
     assert len(states) == len(keys) >= 20
     for key, state in states.items():
         assert state.status in TERMINAL, (key, state.status, state.reason)

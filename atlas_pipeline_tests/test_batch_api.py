@@ -12,7 +12,8 @@ import dagster as dg
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.prices import load_prices
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.files import Store
@@ -96,7 +97,7 @@ def test_the_batch_sensor_submits_polls_and_runs_the_documents_again(
     (knowledge_base / OTHER).write_text("# Another trial\n\nWe randomised 40 adults to juice or water.\n")
     shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
     settings = settings_for(knowledge_base, llm_base_url=llm_server.base_url, llm_batch="true")
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     refresh_catalog(atlas.open_knowledge_base(), atlas.store())
     instance.add_dynamic_partitions(documents_partitions.name, [KEY, OTHER])
     defs = build_definitions(settings)
@@ -107,7 +108,7 @@ def test_the_batch_sensor_submits_polls_and_runs_the_documents_again(
     for key in (KEY, OTHER):
         assert defs.resolve_job_def("document_job").execute_in_process(partition_key=key, instance=instance).success
     sensor = defs.resolve_sensor_def("llm_batch_sensor")
-    resources = {"atlas": atlas, "llm": LLMResource.from_settings(settings)}
+    resources = {"atlas": AtlasResource.from_settings(settings)}
 
     def tick() -> dg.SensorResult:
         return sensor(dg.build_sensor_context(instance=instance, resources=resources, definitions=defs))
@@ -137,14 +138,14 @@ def test_a_batch_that_failed_fails_its_documents_with_the_reason(
 ):
     (knowledge_base / OTHER).write_text("# Another trial\n\nWe randomised 40 adults to juice or water.\n")
     settings = settings_for(knowledge_base, llm_base_url=llm_server.base_url, llm_batch="true")
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     refresh_catalog(atlas.open_knowledge_base(), atlas.store())
     instance.add_dynamic_partitions(documents_partitions.name, [OTHER])
     defs = build_definitions(settings)
     llm_server.script(default={"content": "{}"})
     job = defs.resolve_job_def("document_job")
     assert job.execute_in_process(partition_key=OTHER, instance=instance).success
-    client = LLMResource.from_settings(settings).client(cache=atlas.store())
+    client = atlas.llm_client(cache=atlas.store())
     assert client.batch_tick().submitted == ["batch_1"]
     llm_server.end_batches("fail")
     report = client.batch_tick()

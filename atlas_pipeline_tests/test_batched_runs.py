@@ -6,6 +6,7 @@ import dagster as dg
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.runs import batches, run_documents
@@ -56,7 +57,7 @@ def test_one_run_materialises_every_document_with_its_own_metadata(instance, kno
         assert set(evaluations) == set(keys)
         passed = {k: r.event.dagster_event.event_specific_data.passed for k, r in evaluations.items()}
         assert passed == {"PMC1216327.nxml": True, "plos_one_article.html": True, "qpdf_bad1.pdf": False}
-    states = {s.key: s for s in atlas.document_states(instance)}
+    states = {s.key: s for s in document_states(instance, atlas)}
     assert {k: s.status for k, s in states.items()} == {
         "PMC1216327.nxml": DocumentStatus.DONE,
         "plos_one_article.html": DocumentStatus.DONE,
@@ -77,7 +78,7 @@ def test_a_document_that_raises_fails_alone(instance, knowledge_base, settings_f
     assert [run.status.value for run in batch_runs] == ["FAILURE"]
     runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))  # then one run per document
     assert sorted(run.status.value for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS", "SUCCESS"]
-    states = {s.key: s for s in atlas.document_states(instance)}
+    states = {s.key: s for s in document_states(instance, atlas)}
     assert states["ghost.pdf"].status == DocumentStatus.FAILED
     assert "'ghost.pdf' is not in the catalog" in states["ghost.pdf"].reason
     assert all(states[key].status != DocumentStatus.FAILED or key == "qpdf_bad1.pdf" for key in keys)

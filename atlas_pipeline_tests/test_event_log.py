@@ -14,7 +14,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.ops.event_log import BATCH_SIZE_VARIABLE, BatchedSqliteEventLogStorage
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.ops.runs import run_documents
@@ -39,7 +39,7 @@ def _home_run(root: Path) -> tuple[dg.DagsterInstance, list[str]]:
         }
     )
     instance = dg.DagsterInstance.from_config(str(home))
-    keys = sorted(register(instance, AtlasResource.from_settings(settings)))
+    keys = sorted(register(instance, Deployment.from_settings(settings)))
     outcomes = list(run_documents(keys, workers=1, defs=build_definitions(settings), instance=instance, batch=10))
     assert sorted(key for key, success, _ in outcomes if success) == keys
     return instance, keys

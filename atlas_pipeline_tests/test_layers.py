@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
@@ -24,6 +25,20 @@ def test_the_layer_contracts_hold():
     result = _lint(PROJECT_ROOT, PROJECT_ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_every_unit_of_the_package_has_its_floor():
+    """A new package or module cannot slip past the rule by being left out of it."""
+    contract = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    named = {name.strip() for floor in contract["layers"] for name in floor.replace("|", ":").split(":")}
+    package = PROJECT_ROOT / "atlas_pipeline"
+    units = {
+        f"atlas_pipeline.{path.stem}"
+        for path in package.iterdir()
+        if (path.is_dir() and (path / "__init__.py").exists()) or (path.suffix == ".py" and path.stem != "__init__")
+    }
+    assert units - named == set(), "units without a floor"
+    assert "atlas_pipeline.deployment" in named
 
 
 def test_a_planted_back_edge_breaks_them(tmp_path):

@@ -11,8 +11,9 @@ import polars as pl
 
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.extractor import split_chunks
 from atlas_pipeline.extraction.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
@@ -228,21 +229,21 @@ def test_changed_custom_instructions_make_extractions_stale(llm_server, run, ins
     llm_server.script({"content": answer()})
     _, record = run()
     assert record.status == "done" and record.version_parts["custom_instructions"]
-    states = {state.key: state for state in run.atlas.document_states(instance)}
+    states = {state.key: state for state in document_states(instance, run.atlas)}
     assert states[KEY].status == "done" and not states[KEY].stale
     seeds = tmp_path / "seeds"
     shutil.copytree(PROJECT_ROOT / "seeds" / "templates", seeds / "templates")
     (seeds / "rules").mkdir()
     rule = {"name": "default", "custom_instructions": "Report ages in months as written."}
     (seeds / "rules" / "default.json").write_text(json.dumps(rule))
-    changed = AtlasResource.from_settings(
+    changed = Deployment.from_settings(
         settings_for(
             tmp_path / "kb", seeds_dir=str(seeds), llm_base_url=llm_server.base_url, llm_model="scripted-model"
         )
     )
     new_version = changed.extraction_version()
     assert new_version.tag != record.extraction_version
-    state = {s.key: s for s in changed.document_states(instance)}[KEY]
+    state = {s.key: s for s in document_states(instance, changed)}[KEY]
     assert state.status == "pending" and state.stale
     assert state.reason == (
         f"stale: extracted with version {record.extraction_version}, now {new_version.tag} "
@@ -254,7 +255,7 @@ def test_changed_custom_instructions_make_extractions_stale(llm_server, run, ins
         build_definitions(settings)
         .resolve_assets_def("document_extraction")
         .code_versions_by_key[dg.AssetKey("document_extraction")]
-        == AtlasResource.from_settings(settings).extraction_version().tag
+        == Deployment.from_settings(settings).extraction_version().tag
     )
 
 
@@ -369,7 +370,7 @@ def test_an_endpoint_echoing_the_key_leaks_it_nowhere(llm_server, run, instance,
     for run_record in instance.get_runs():
         for entry in instance.all_logs(run_record.run_id):
             assert API_KEY not in str(entry), entry
-    states = {state.key: state for state in run.atlas.document_states(instance)}
+    states = {state.key: state for state in document_states(instance, run.atlas)}
     assert API_KEY not in states[KEY].reason and "Bearer ***" in states[KEY].reason
     out, err = capfd.readouterr()
     assert API_KEY not in out + err
@@ -430,7 +431,7 @@ def test_chunked_strategy_keeps_every_candidate_and_flags_disagreement(
 ):
     copy_into(knowledge_base, f"rct/{KEY}")
     settings = _chunky_settings(llm_server, knowledge_base, settings_for, tmp_path, "chunked")
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     refresh_catalog(atlas.open_knowledge_base(), atlas.store())
     instance.add_dynamic_partitions(documents_partitions.name, [KEY])
     fabricated = {"n_treatment": {"value": 30, "quote": "thirty infants received juice n = 30 each"}}
@@ -575,7 +576,7 @@ def test_retry_after_is_honoured_in_seconds_and_as_a_date(llm_server):
 
     sleeps: list[float] = []
     client = _client(llm_server, sleeps)
-    template = AtlasResource.from_settings(load_settings({})).load_template()
+    template = Deployment.from_settings(load_settings({})).load_template()
     messages = [{"role": "user", "content": "x"}]
     schema, model = json_schema(template), answer_model(template)
     later = format_datetime(datetime.now(UTC) + timedelta(seconds=20), usegmt=True)
@@ -593,7 +594,7 @@ def test_retry_after_is_honoured_in_seconds_and_as_a_date(llm_server):
 def test_408_and_409_are_retried_and_a_500_about_response_format_is_a_fault(llm_server):
     sleeps: list[float] = []
     client = _client(llm_server, sleeps)
-    template = AtlasResource.from_settings(load_settings({})).load_template()
+    template = Deployment.from_settings(load_settings({})).load_template()
     messages = [{"role": "user", "content": "y"}]
     schema, model = json_schema(template), answer_model(template)
     llm_server.script({"status": 408, "message": "timeout"}, {"status": 409, "message": "conflict"}, {"content": "{}"})

@@ -11,7 +11,8 @@ import pytest
 
 from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline_tests.corpus import corpus_file
 from atlas_pipeline_tests.helpers import latest_metadata, run_atlas
 from atlas_pipeline_tests.servers import dagster_daemon, free_port, scripted_openai_server, watched_folder_env
@@ -70,7 +71,7 @@ def test_llm_faults_end_failed_with_reasons_never_stuck(tmp_path):
                 assert metadata["reason"].value.startswith("extract: LLM") and reason in metadata["reason"].value
 
             settings = load_settings({k: v for k, v in env.items() if k.startswith("ATLAS_")})
-            states = {s.key: s for s in AtlasResource.from_settings(settings).document_states(instance)}
+            states = {s.key: s for s in document_states(instance, Deployment.from_settings(settings))}
             assert len(states) == len(PHASES)
             assert all(s.status == DocumentStatus.FAILED for s in states.values())
             assert not [s for s in states.values() if s.status == DocumentStatus.EXTRACTING]

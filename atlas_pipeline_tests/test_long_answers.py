@@ -13,7 +13,7 @@ import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
@@ -49,7 +49,7 @@ def extract(llm_server, knowledge_base, settings_for, instance, monkeypatch, par
             llm_backoff_seconds="0.01",
             llm_max_tokens=str(max_tokens),
         )
-        resource = AtlasResource.from_settings(settings)
+        resource = Deployment.from_settings(settings)
         refresh_catalog(resource.open_knowledge_base(), resource.store())
         job = build_definitions(settings).resolve_job_def("document_job")
         assert job.execute_in_process(partition_key=KEY, instance=instance).success

@@ -12,7 +12,7 @@ import pytest
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.store.files import Store, filesystem_for
 from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM
 from atlas_pipeline.store.records import ParseRecord, read_record
@@ -99,7 +99,7 @@ def test_embedded_deployment_moves_to_postgres_and_s3_without_loss(tmp_path, kno
         for path in knowledge_base.iterdir():
             fs.pipe_file(f"atlas-new/knowledge_base/{path.name}", path.read_bytes())
         settings = load_settings({**new_deployment, "ATLAS_KNOWLEDGE_BASE": "s3://atlas-new/knowledge_base"})
-        atlas = AtlasResource.from_settings(settings)
+        atlas = Deployment.from_settings(settings)
         # the new deployment knows everything is done: the sensor requests nothing, the aggregates rebuild the
         # exports from the migrated history and they are identical to the old ones
         harness = SensorHarness(instance, settings, atlas)

@@ -14,7 +14,7 @@ import pytest
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.outputs.evaluation import evaluate, read_gold
@@ -96,7 +96,7 @@ def test_chunks_merge_entries_by_identity_and_flag_conflicts(
     rule = {"name": "chunked", "strategy": "chunked", "chunk_size_chars": 15000, "chunk_overlap_chars": 500}
     (seeds / "rules" / "chunked.json").write_text(json.dumps(rule))
     settings = settings_for(knowledge_base, rule="chunked", llm_base_url=llm_server.base_url, seeds_dir=str(seeds))
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     refresh_catalog(atlas.open_knowledge_base(), atlas.store())
     instance.add_dynamic_partitions(documents_partitions.name, [KEY])
     # chunk 2 reads the duration from the abstract's sentence (apple juice's 49.4 as the intervention mean): the same
@@ -235,7 +235,7 @@ def test_atlas_evaluate_reports_exactly_the_injected_errors(llm_server, knowledg
     assert metadata["documents"].value == 3 and metadata["unmatched_entries"].value == 1
     assert "| outcomes.mean_intervention |" in metadata["accuracy_table"].value
 
-    atlas = AtlasResource.from_settings(load_settings(env))
+    atlas = Deployment.from_settings(load_settings(env))
     records = {f"{p}.pdf": read_record(atlas.store(), f"{p}.pdf", "extraction", ExtractionRecord) for p in EVALUATED}
     scores = {
         row["field"]: row for row in evaluate(read_gold(gold_file.read_text()), records, atlas.load_template()).rows()

@@ -8,7 +8,7 @@ import shutil
 import dagster as dg
 
 from atlas_pipeline.config.settings import load_settings
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
 from atlas_pipeline.knowledge.planning import plan_runs
 from atlas_pipeline.ops.instance import project_file
@@ -30,7 +30,7 @@ def test_the_sensor_and_atlas_run_plan_the_same_documents(knowledge_base, tmp_pa
 
     settings = load_settings(env)
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        harness = SensorHarness(instance, settings, AtlasResource.from_settings(settings))
+        harness = SensorHarness(instance, settings, Deployment.from_settings(settings))
         planned_by_sensor = sorted(request.partition_key for request in harness.tick().run_requests)
     run = run_atlas("run", env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -6,6 +6,7 @@ import dagster as dg
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.helpers import SensorHarness, run_atlas
 
@@ -36,7 +37,7 @@ def test_pipeline_sensor_and_aggregates_on_postgres(
         completion = instance.get_latest_materialization_event(dg.AssetKey("task_completion")).asset_materialization
         assert completion.metadata["total"].value == 2
         assert completion.metadata["count_done"].value == 1 and completion.metadata["count_failed"].value == 1
-        states = {s.key: s for s in atlas.document_states(instance)}
+        states = {s.key: s for s in document_states(instance, atlas)}
         assert states["empty_zero_bytes.pdf"].reason == "snapshot: empty file (0 bytes)"
         assert harness.tick().run_requests == []
         for run in instance.get_runs():  # the database password never reaches the logs

@@ -13,7 +13,7 @@ import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.core.statuses import TERMINAL
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline_tests.corpus import CORPUS, SEED_KB
 from atlas_pipeline_tests.helpers import run_worker_pid
 from atlas_pipeline_tests.servers import create_database, dagster_daemon, postgres_server, watched_folder_env
@@ -55,7 +55,7 @@ def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(t
         log_path = tmp_path / "daemon.log"
         with dagster_daemon(env, tmp_path) as daemon:
             instance = dg.DagsterInstance.from_config(str(home))
-            atlas = AtlasResource.from_settings(load_settings(atlas_env))
+            atlas = Deployment.from_settings(load_settings(atlas_env))
             killed = restarted = False
             states = []
             deadline = time.monotonic() + 600

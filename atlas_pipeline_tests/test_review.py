@@ -20,6 +20,7 @@ import pytest
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
 from atlas_pipeline.review.outcome import review_document
@@ -84,7 +85,7 @@ def test_decisions_become_final_values_with_provenance_and_approve_the_document(
     assert review.fields["study_id"].provenance == "reviewer_approved"
     assert review.fields["hr_value"].provenance == "rejected" and review.fields["hr_value"].final_value is None
     assert review.approved
-    state = {s.key: s for s in atlas.document_states(instance)}[KEY]
+    state = {s.key: s for s in document_states(instance, atlas)}[KEY]
     assert state.status == DocumentStatus.APPROVED
     metadata = latest_metadata(instance, "document_review", KEY)
     assert metadata["status"].value == "approved" and metadata["fields_reviewer_corrected"].value == 1

@@ -4,7 +4,7 @@ import polars as pl
 
 from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.listing import KnowledgeBase
 from atlas_pipeline.outputs.exports import export_files
 from atlas_pipeline.store.files import filesystem_for
@@ -26,7 +26,7 @@ def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, ins
         "ATLAS_EXPORTS": "s3://atlas-test/exports",
     }
     settings = load_settings(env)
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     assert [f.path for f in KnowledgeBase(settings.knowledge_base).list()] == ["PMC3508963.pdf", "sub dir/broken.pdf"]
 
     harness = SensorHarness(instance, settings, atlas)

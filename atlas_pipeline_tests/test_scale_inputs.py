@@ -5,6 +5,7 @@ import pymupdf
 
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.ops.runs import run_documents
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import corpus_file
@@ -30,7 +31,7 @@ def test_two_thousand_small_files_all_end_done(instance, knowledge_base, setting
     defs = build_definitions(settings)
     outcomes = list(run_documents(sorted(requested), workers=1, defs=defs, instance=instance, batch=500))
     assert len(outcomes) == SMALL_FILES and all(success for _, success, _ in outcomes)
-    states = atlas.document_states(instance)
+    states = document_states(instance, atlas)
     assert len(states) == SMALL_FILES
     assert {state.status for state in states} == {DocumentStatus.DONE}
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
@@ -56,6 +57,6 @@ def test_a_300_page_pdf_goes_through_the_document_job(instance, knowledge_base, 
     assert result.success
     record = read_record(atlas.store(), request.partition_key, "extraction", ExtractionRecord)
     assert record.status == DocumentStatus.DONE
-    states = {s.key: s for s in atlas.document_states(instance)}
+    states = {s.key: s for s in document_states(instance, atlas)}
     assert states[request.partition_key].parse.pages == 300
     assert states[request.partition_key].parse.characters > 500_000

@@ -10,10 +10,13 @@ import subprocess
 import sys
 import textwrap
 
+import dagster as dg
+
 from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
-from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.llm import LLMConfig
 from atlas_pipeline.parsing import ParseOptions
 
@@ -75,18 +78,22 @@ def test_status_does_not_load_the_pdf_stack_or_the_llm_client(tmp_path):
     assert result.stdout.strip().endswith("LOADED"), result.stdout
 
 
-def test_resources_and_llm_config_take_each_setting_from_the_settings():
+def test_the_resource_carries_every_setting_and_makes_the_same_deployment(monkeypatch):
+    monkeypatch.setenv("ATLAS_LLM_API_KEY", "sk-secret")
+    settings = load_settings({"ATLAS_LLM_API_KEY": "sk-secret", "ATLAS_OCR": "false", "ATLAS_LLM_CONCURRENCY": "3"})
+    resource = AtlasResource.from_settings(settings)
+    assert "sk-secret" not in str(resource.environment) and "ATLAS_LLM_API_KEY" not in resource.environment
+    assert set(resource.environment) == {f"ATLAS_{name.upper()}" for name in AtlasSettings.model_fields} - {
+        "ATLAS_LLM_API_KEY",
+        "ATLAS_MINERU_TOKEN",
+        "ATLAS_DOCLING_API_KEY",
+    }
+    with dg.build_resources({"atlas": resource}) as built:
+        deployment = built.atlas.deployment
+    assert deployment.settings == settings  # secrets resolved from the environment at run time
+    assert deployment.llm_config().api_key == "sk-secret" and deployment.llm_config().concurrency == 3
+    assert deployment.extraction_version() == Deployment.from_settings(settings).extraction_version()
     fields = AtlasSettings.model_fields
-    for name, field in AtlasResource.model_fields.items():
-        if name in ("mineru_token", "docling_api_key"):  # secrets: an EnvVar, resolved at run time
-            assert fields[name].annotation.__name__ == "SecretStr" and field.annotation is str, name
-        elif name != "llm_configured":
-            assert field.annotation == fields[name].annotation, name
-            assert field.is_required(), f"{name}: the default belongs to AtlasSettings"
-    for name, field in LLMResource.model_fields.items():
-        assert field.is_required(), f"{name}: the default belongs to AtlasSettings"
-        if name != "api_key":
-            assert field.annotation == fields[f"llm_{name}"].annotation, name
     for field in dataclasses.fields(LLMConfig):
         if field.name not in ("base_url", "api_key"):
             assert field.default == fields[f"llm_{field.name}"].default, field.name

@@ -8,7 +8,7 @@ import os
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
 
@@ -24,7 +24,7 @@ def test_a_file_swapped_for_an_outside_link_after_the_scan_is_never_read(
     (knowledge_base / "z.txt").write_text("We randomised 40 adults to juice or water.\n")
     (knowledge_base / "fifo.txt").write_text("a plain file for now\n")
     settings = settings_for(knowledge_base)
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     scan = refresh_catalog(atlas.open_knowledge_base(), atlas.store())  # the listing: both are plain files
     assert set(scan.catalog.entries) == {"z.txt", "fifo.txt"}
     instance.add_dynamic_partitions(documents_partitions.name, ["z.txt", "fifo.txt"])

@@ -12,7 +12,7 @@ import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.review.outcome import DocumentReview
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -91,7 +91,7 @@ def extracted(llm_server, knowledge_base, settings_for, instance, monkeypatch, t
     answer = {**dict.fromkeys(("age_treatment", "age_control", "male_percent"), NOT_REPORTED), **SINGLE}
     llm_server.script({"content": json.dumps({**answer, "outcomes": OUTCOMES})})
     defs = build_definitions(settings)
-    resource = AtlasResource.from_settings(settings)
+    resource = Deployment.from_settings(settings)
     refresh_catalog(resource.open_knowledge_base(), resource.store())
     instance.add_dynamic_partitions(documents_partitions.name, [KEY])
     result = defs.resolve_job_def("document_job").execute_in_process(partition_key=KEY, instance=instance)

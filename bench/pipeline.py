@@ -24,7 +24,7 @@ import dagster as dg
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.document_extraction import extract_document
 from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
 from atlas_pipeline.knowledge.snapshots import take_snapshot
@@ -76,7 +76,7 @@ class Workspace:
             **extra,
         }
         self.settings = load_settings(env)
-        self.atlas = AtlasResource.from_settings(self.settings)
+        self.atlas = Deployment.from_settings(self.settings)
 
     def register(self) -> list[str]:
         keys = list(refresh_catalog(self.atlas.open_knowledge_base(), self.atlas.store()).catalog.entries)

@@ -23,6 +23,8 @@ import pymupdf
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.resources import AtlasResource
 from bench.pipeline import QUIET, Workspace
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
@@ -40,7 +42,10 @@ def sensor_and_completion(size: int) -> list[object]:
 
         def tick(cursor: str | None) -> tuple[dg.SensorResult, float]:
             context = dg.build_sensor_context(
-                instance=workspace.instance, cursor=cursor, resources={"atlas": workspace.atlas}, definitions=defs
+                instance=workspace.instance,
+                cursor=cursor,
+                resources={"atlas": AtlasResource.from_settings(workspace.settings)},
+                definitions=defs,
             )
             started = time.perf_counter()
             result = sensor(context)
@@ -53,7 +58,7 @@ def sensor_and_completion(size: int) -> list[object]:
         add_seconds = time.perf_counter() - started
         _, second_seconds = tick(first.cursor)
         started = time.perf_counter()
-        states = workspace.atlas.document_states(workspace.instance)
+        states = document_states(workspace.instance, workspace.atlas)
         states_seconds = time.perf_counter() - started
         job = defs.resolve_job_def("aggregates_job")
         started = time.perf_counter()

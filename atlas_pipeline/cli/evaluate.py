@@ -11,18 +11,18 @@ from atlas_pipeline.config.settings import load_settings
 def command_evaluate(args: argparse.Namespace) -> int:
     """Measure the extractions against a gold file: accuracy, recall and precision of `verified` per field."""
     from atlas_pipeline.config.settings import resolve_location
-    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.outputs.evaluation import GoldError, evaluate_gold
     from atlas_pipeline.store.layout import EVALUATION_STEM, export_path
 
     settings = load_settings()
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     tolerance = settings.gold_tolerance if args.tolerance is None else args.tolerance
     if not 0 <= tolerance <= 1:
         print(f"atlas: --tolerance {tolerance} must be between 0 and 1 (a share: 0.005 is 0.5%)", file=sys.stderr)
         return 2
     try:
-        report = evaluate_gold(atlas, resolve_location(args.gold), tolerance)
+        report = evaluate_gold(atlas.store(), atlas.load_template(), resolve_location(args.gold), tolerance)
     except GoldError as error:
         print(f"atlas: {error}", file=sys.stderr)
         return 2

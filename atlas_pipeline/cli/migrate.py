@@ -14,12 +14,12 @@ def _rebuild_search(source, target, target_settings, states) -> None:
     """The search index is derived: it is rebuilt in the new deployment's backend (SQLite → PostgreSQL, say) from
     the migrated records, and its count printed beside the old index's (read only if it exists: an old deployment
     without one, or with a stale one, is not a failed migration)."""
-    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.search.backends import SQLITE_NAME, open_index
     from atlas_pipeline.search.refresh import refresh_index
     from atlas_pipeline.store.files import Store
 
-    with AtlasResource.from_settings(target_settings).search_index(target) as index:
+    with Deployment.from_settings(target_settings).search_index(target) as index:
         report = refresh_index(index, Store(target_settings.artifacts), states)
     old = "none"
     old_sqlite = Path(source.storage_directory()) / SQLITE_NAME
@@ -43,7 +43,7 @@ def command_migrate(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.config.settings import resolve_location
     from atlas_pipeline.defs.partitions import documents_partitions
-    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.migration import (
         MigrationError,
@@ -100,8 +100,8 @@ def command_migrate(args: argparse.Namespace) -> int:
             )
             comparisons = verify_instance(source, target)
             run_differences = verify_runs(source, target)
-            before = document_states(source, AtlasResource.from_settings(source_settings))
-            after = document_states(target, AtlasResource.from_settings(target_settings))
+            before = document_states(source, Deployment.from_settings(source_settings))
+            after = document_states(target, Deployment.from_settings(target_settings))
             _rebuild_search(source, target, target_settings, after)
     except MigrationError as error:
         print(f"atlas migrate: {error}", file=sys.stderr)

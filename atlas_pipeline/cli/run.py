@@ -21,8 +21,8 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
     from atlas_pipeline.defs.document_states import aggregates_up_to_date
     from atlas_pipeline.defs.partitions import documents_partitions
-    from atlas_pipeline.defs.resources import AtlasResource
     from atlas_pipeline.defs.run_history import InstanceFacts
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.knowledge.planning import plan_runs
@@ -37,12 +37,12 @@ def command_run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     home = prepare_dagster_home(settings.instance_config)
-    atlas = AtlasResource.from_settings(settings)
+    atlas = Deployment.from_settings(settings)
     defs = build_definitions(settings)
     store = atlas.store()
     template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
     print(f"knowledge base: {settings.knowledge_base}")
-    print(f"rule:           {atlas.rule} ({atlas.mode(rule)} mode, template {template.code})")
+    print(f"rule:           {settings.rule} ({atlas.mode(rule)} mode, template {template.code})")
     print(f"parser:         {atlas.parser_choice().summary()}")
     print(f"dagster home:   {home}")
     batch = args.batch or (settings.llm_concurrency if atlas.mode(rule) == "llm" else 1)
@@ -95,7 +95,7 @@ def command_run(args: argparse.Namespace) -> int:
                     if success and record is not None:
                         outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
                     else:
-                        (state,) = atlas.document_states(instance, only=[key])
+                        (state,) = document_states(instance, atlas, only=[key])
                         outcome = f"{state.status.value}: {state.reason}"
                     print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
             except (KeyboardInterrupt, RunStopped):
@@ -174,33 +174,31 @@ def command_run(args: argparse.Namespace) -> int:
 
 def _print_estimate(settings, atlas, store, entries) -> int:
     """``atlas run --estimate``: what the run would send and cost; nothing is parsed or sent."""
-    from atlas_pipeline.defs.resources import LLMResource
     from atlas_pipeline.extraction.document_extraction import estimate_extractions
 
     rule = atlas.load_rule()
     if atlas.mode(rule) != "llm":
         print(f"estimate: {len(entries)} document(s) would run in skip mode: no LLM request, nothing to pay")
         return 0
-    resource = LLMResource.from_settings(settings)
-    llm = resource.client(cache=store)
-    print(f"estimate (nothing sent): {len(entries)} document(s) to extract; prices: {resource.prices}")
+    llm = atlas.llm_client(cache=store)
+    print(f"estimate (nothing sent): {len(entries)} document(s) to extract; prices: {atlas.price_file()}")
     estimate = estimate_extractions(atlas.open_knowledge_base(), store, entries, atlas.load_template(), rule, llm)
     for line in estimate.lines(settings.llm_concurrency):
         print(line)
     if estimate.cost is None:
-        print(f"no price for {llm.config.model} in {resource.prices}: add it there (or set ATLAS_LLM_PRICES)")
+        print(f"no price for {llm.config.model} in {atlas.price_file()}: add it there (or set ATLAS_LLM_PRICES)")
     return 0
 
 
 def batch_tick(settings, store, when: str) -> None:
     """Batch API mode: take in what arrived and submit what is queued (``atlas run`` at its start and end); the
     documents that read their answers since are no longer ready."""
-    from atlas_pipeline.defs.resources import LLMResource
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
-    llm = LLMResource.from_settings(settings)
-    print(f"Batch API ({when}): {llm.client(cache=store).batch_tick().summary()}")
-    queue = llm.batch_queue(store)
+    deployment = Deployment.from_settings(settings)
+    print(f"Batch API ({when}): {deployment.llm_client(cache=store).batch_tick().summary()}")
+    queue = deployment.batch_queue(store)
     for key in queue.ready():
         record = read_record(store, key, "extraction", ExtractionRecord)
         if record is not None and record.status != "waiting":

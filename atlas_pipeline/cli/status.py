@@ -13,7 +13,7 @@ def command_status(args: argparse.Namespace) -> int:
     """Task completion computed live from the instance (pending and running documents included)."""
     import dagster as dg
 
-    from atlas_pipeline.defs.resources import AtlasResource
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import reap_dead_runs
 
@@ -21,11 +21,11 @@ def command_status(args: argparse.Namespace) -> int:
     prepare_dagster_home(settings.instance_config)
     with dg.DagsterInstance.get() as instance:
         reap_dead_runs(instance)
-        states = document_states(instance, AtlasResource.from_settings(settings))
+        states = document_states(instance, Deployment.from_settings(settings))
     print_summary(states)
     print_sources(settings)
     if settings.llm_batch:
-        print_batches(AtlasResource.from_settings(settings).store())
+        print_batches(Deployment.from_settings(settings).store())
     if args.documents:
         for state in states:
             removed = " [source removed]" if state.source_removed else ""

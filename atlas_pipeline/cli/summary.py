@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 
-def document_states(instance, atlas):
-    return atlas.document_states(instance)
+def document_states(instance, deployment, only=None):
+    """Where the documents stand (``defs.document_states``), Dagster loaded only when asked."""
+    from atlas_pipeline.defs.document_states import document_states as states
+
+    return states(instance, deployment, only)
 
 
 def print_summary(states) -> None:

@@ -5,6 +5,7 @@ import time
 import dagster as dg
 
 from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME, STATES_READ_AT
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
@@ -38,10 +39,10 @@ AGGREGATE_CONDITION = (
 )
 def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()
-    store = atlas.store()
+    store = atlas.deployment.store()
     catalog = load_catalog(store)
     members = []
-    for state in atlas.document_states(context.instance):
+    for state in document_states(context.instance, atlas.deployment):
         parse = state.parse
         if state.source_removed or parse is None or parse.problem or not parse.text_path:
             continue
@@ -82,8 +83,8 @@ def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) ->
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()
-    store = atlas.store()
-    states = atlas.document_states(context.instance)
+    store = atlas.deployment.store()
+    states = document_states(context.instance, atlas.deployment)
     completion = summarise(states)
     store.write_json(COMPLETION_PATH, completion.model_dump(mode="json"))
     for line in completion.lines():
@@ -122,8 +123,8 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()
-    states = atlas.document_states(context.instance)
-    paths = write_exports(atlas.exports_store(), states, summarise(states), atlas.load_template())
+    states = document_states(context.instance, atlas.deployment)
+    paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), atlas.deployment.load_template())
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,
@@ -145,8 +146,8 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
 )
 def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()
-    with atlas.search_index(context.instance) as index:
-        report = refresh_index(index, atlas.store(), atlas.document_states(context.instance))
+    with atlas.deployment.search_index(context.instance) as index:
+        report = refresh_index(index, atlas.deployment.store(), document_states(context.instance, atlas.deployment))
     context.log.info(report.summary())
     return dg.MaterializeResult(
         metadata={
@@ -177,8 +178,8 @@ def build_evaluation_asset(gold: str, tolerance: float) -> dg.AssetsDefinition:
         "report a team can cite (atlas_evaluation.md in the exports) and the same table here.",
     )
     def extraction_evaluation(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-        report = evaluate_gold(atlas, gold, tolerance)
-        path = atlas.exports_store().write_text(export_path(EVALUATION_STEM, "md"), report.markdown())
+        report = evaluate_gold(atlas.deployment.store(), atlas.deployment.load_template(), gold, tolerance)
+        path = atlas.deployment.exports_store().write_text(export_path(EVALUATION_STEM, "md"), report.markdown())
         rows = report.rows()
         return dg.MaterializeResult(
             metadata={

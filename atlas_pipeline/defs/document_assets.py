@@ -14,7 +14,7 @@ import dagster as dg
 from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.document_extraction import extract_document
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.grading.checks import (
@@ -75,11 +75,12 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
     must not hold a parse slot (the older run may need that very slot to finish)."""
     batch = DocumentBatch(context)
     wait_for_older_runs(context, batch.keys)  # one run per document at a time
-    store, knowledge_base = atlas.store(), atlas.open_knowledge_base()
+    deployment = atlas.deployment
+    store, knowledge_base = deployment.store(), deployment.open_knowledge_base()
     catalog = None if batch.single else load_catalog(store)
 
     def snapshot(key: str) -> tuple[dict, str]:
-        record = take_snapshot(knowledge_base, store, atlas.catalog_entry(key, catalog), max_bytes=atlas.max_bytes)
+        record = take_snapshot(knowledge_base, store, atlas.catalog_entry(key, catalog), max_bytes=deployment.max_bytes)
         if record.problem:
             context.log.warning(f"{record.key}: {record.problem.status}: {record.problem.reason}")
         metadata = {
@@ -131,7 +132,8 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
 )
 def document_parse(context: dg.AssetExecutionContext, atlas: AtlasResource):
     """Parse each document once; the same parse yields both the text and the tables."""
-    store, choice, batch = atlas.store(), atlas.parser_choice(), DocumentBatch(context)
+    deployment = atlas.deployment
+    store, choice, batch = deployment.store(), deployment.parser_choice(), DocumentBatch(context)
 
     def parse(key: str) -> tuple[dict, str]:
         snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
@@ -247,12 +249,13 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         # (extraction.gate, ATLAS_LLM_CONCURRENCY) counts the requests themselves, across every run and process
         name="document_extraction",
     )
-    def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource, llm: LLMResource):
-        store = atlas.store()
-        template, rule = atlas.load_template(), atlas.load_rule()
-        mode = atlas.mode(rule)
-        version = atlas.extraction_version()
-        client = llm.client(cache=store) if mode == "llm" and llm.configured else None
+    def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource):
+        deployment = atlas.deployment
+        store = deployment.store()
+        template, rule = deployment.load_template(), deployment.load_rule()
+        mode = deployment.mode(rule)
+        version = deployment.extraction_version()
+        client = deployment.llm_client(cache=store) if mode == "llm" and deployment.llm_configured else None
         checks: dict[str, list[CheckOutcome]] = {}
         batch = DocumentBatch(context)
 
@@ -289,7 +292,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
             }
             return metadata, f"{record.sha256}:{record.extraction_version}"
 
-        results = batch.each(extract, parallel=llm.concurrency if client is not None else 1)
+        results = batch.each(extract, parallel=deployment.settings.llm_concurrency if client is not None else 1)
         for key, (metadata, _) in results.items():
             batch.add_metadata(key, metadata, asset="document_extraction")
         if len(results) > 1:

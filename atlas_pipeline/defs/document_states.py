@@ -23,8 +23,9 @@ from atlas_pipeline.defs.asset_names import (
 )
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.version import ExtractionVersion
-from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
+from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.outcome import DocumentReview, current_review
@@ -83,6 +84,15 @@ def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partiti
         if "interrupted" in (entry.dagster_event.message or "" if entry.dagster_event else ""):
             return INTERRUPTED_REASON, True
     return f"{asset_key.to_user_string()}: run {run_id[:8]} ended {status} before the step reported an error", False
+
+
+def document_states(
+    instance: dg.DagsterInstance, deployment: Deployment, only: list[str] | None = None
+) -> list[DocumentState]:
+    """Where every known document of ``deployment`` (or just ``only``) stands now (``collect_document_states``)."""
+    store = deployment.store()
+    version, tiers = deployment.extraction_version(), deployment.accepted_tiers()
+    return collect_document_states(instance, store, load_catalog(store), version, only, tiers)
 
 
 def collect_document_states(

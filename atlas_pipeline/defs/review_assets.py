@@ -30,8 +30,8 @@ def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     batch = DocumentBatch(context)
     if context.dagster_run.job_name == "review_job":
         wait_for_older_runs(context, batch.keys)  # never merge against an extraction that is being rewritten
-    store = atlas.store()
-    accepted = atlas.accepted_tiers()
+    store = atlas.deployment.store()
+    accepted = atlas.deployment.accepted_tiers()
     for key in batch.keys:
         record = read_record(store, key, "extraction", ExtractionRecord)
         review = review_document(record, load_decisions(store, key), accepted)

@@ -14,7 +14,7 @@ from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
 from atlas_pipeline.defs.document_states import aggregates_behind
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.defs.resources import AtlasResource, LLMResource
+from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.defs.run_history import InstanceFacts
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
@@ -51,9 +51,9 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
         "a removal, restoration or duplicate refreshes the aggregates and is recorded on the document's snapshot.",
     )
     def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
-        store = atlas.store()
+        store = atlas.deployment.store()
         try:
-            scan = refresh_catalog(atlas.open_knowledge_base(), store, settings.sensor_scan_budget_seconds)
+            scan = refresh_catalog(atlas.deployment.open_knowledge_base(), store, settings.sensor_scan_budget_seconds)
         except KnowledgeBaseError as error:  # gone (an unmounted share, a deleted bucket): say so, keep every result
             context.log.error(f"{error}; nothing is scanned until it is back (results so far are kept)")
             return dg.SensorResult(skip_reason=f"{error}: nothing scanned, results kept", cursor=context.cursor)
@@ -133,11 +133,11 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     def review_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when it ticks
 
-        store = atlas.store()
+        store = atlas.deployment.store()
         if settings.review_inbox:
             try:
                 inbox = Store(settings.review_inbox)
-                for report in import_inbox(inbox, store, atlas.load_template(), settings.reviewer):
+                for report in import_inbox(inbox, store, atlas.deployment.load_template(), settings.reviewer):
                     context.log.info(f"review inbox: {report.summary()}")
             except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
                 context.log.error(f"review inbox {settings.review_inbox}: {type(error).__name__}: {error}")
@@ -222,15 +222,16 @@ def build_llm_batch_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         description="Batch API mode (ATLAS_LLM_BATCH): submits the queued extraction requests as a batch, looks at "
         "the open batches, takes in the answers of those that ended and runs their documents again to grade them.",
     )
-    def llm_batch_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource, llm: LLMResource):
-        store = atlas.store()
-        report = llm.client(cache=store).batch_tick()
+    def llm_batch_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource):
+        deployment = atlas.deployment
+        store = deployment.store()
+        report = deployment.llm_client(cache=store).batch_tick()
         context.log.info(report.summary())
         requests = []
-        for key, arrived in sorted(llm.batch_queue(store).ready().items()):
+        for key, arrived in sorted(deployment.batch_queue(store).ready().items()):
             record = read_record(store, key, "extraction", ExtractionRecord)
             if record is not None and record.status != DocumentStatus.WAITING:
-                llm.batch_queue(store).read(key)  # its run has read what arrived
+                deployment.batch_queue(store).read(key)  # its run has read what arrived
                 continue  # one run per arrival (the run key), however many ticks see the mark
             run_key = f"batch-answers:{key}:{arrived}"
             requests.append(dg.RunRequest(run_key=run_key, partition_key=key, job_name=document_job.name))

@@ -47,7 +47,9 @@ def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDef
         "is long).",
     )
     def source_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SkipReason:
-        collector = Collector(source, atlas.store(), Store(atlas.knowledge_base), politeness(settings))
+        collector = Collector(
+            source, atlas.deployment.store(), Store(atlas.deployment.knowledge_base), politeness(settings)
+        )
         report = collector.run(backlog=extraction_backlog(context.instance), budget_seconds=TICK_BUDGET_SECONDS)
         if report.paused:
             context.log.error(report.summary())

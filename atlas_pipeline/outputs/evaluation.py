@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
 from atlas_pipeline.core.templates import Template, entry_field_parts
+from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 NAME_MATCH = 80.0
@@ -297,20 +298,16 @@ def evaluate(
     )
 
 
-def evaluate_gold(atlas: Any, gold_location: str, tolerance: float) -> Evaluation:
-    """Read the gold file and the extraction records of its documents from ``atlas``'s stores (an
-    ``AtlasResource``), and evaluate."""
+def evaluate_gold(store: Store, template: Template, gold_location: str, tolerance: float) -> Evaluation:
+    """Read the gold file and the extraction records of its documents from ``store``, and evaluate."""
     gold = read_gold(read_location(gold_location))
-    store = atlas.store()
     records = {key: read_record(store, key, "extraction", ExtractionRecord) for key in {g.document for g in gold}}
-    return evaluate(gold, records, atlas.load_template(), tolerance)
+    return evaluate(gold, records, template, tolerance)
 
 
 def read_location(location: str) -> str:
     """A local file or an ``s3://`` object as text."""
     import posixpath
-
-    from atlas_pipeline.store.files import Store
 
     folder, name = posixpath.split(location.rstrip("/"))
     try:

@@ -257,7 +257,7 @@ async def reject_entry(request: Request) -> Response:
     form = await request.form()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
     decisions = load_decisions(page.store, key)
-    review = review_document(record, decisions, page.atlas.accepted_tiers())
+    review = review_document(record, decisions, page.deployment.accepted_tiers())
     names = [n for n in (review.fields if review else {}) if entry_field_parts(n)[:2] == (group, number)]
     reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
     template = page.template()
@@ -302,7 +302,7 @@ async def upload(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     if not _same_origin(request):
         return PlainTextResponse("refused: an upload must come from the review page itself", status_code=403)
-    knowledge_base = page.atlas.open_knowledge_base()
+    knowledge_base = page.deployment.open_knowledge_base()
     limit = knowledge_base.max_bytes
     declared = request.headers.get("content-length", "")
     if limit is not None and declared.isdigit() and int(declared) > MAX_UPLOAD_FILES * limit + 1_000_000:
@@ -357,7 +357,7 @@ async def search(request: Request) -> Response:
     hits, error, total = [], "", 0
     if query:
         try:
-            with page.atlas.search_index(page.instance()) as index:
+            with page.deployment.search_index(page.instance()) as index:
                 hits = index.search(query, limit=50, **filters)
                 total = index.count()
         except QueryTooLongError as problem:

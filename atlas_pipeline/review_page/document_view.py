@@ -45,7 +45,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
     me = page.reviewer(request)
     blind = request.query_params.get("blind") == "1"
     seen = [d for d in decisions if d.reviewer == me] if blind else decisions
-    review: DocumentReview | None = review_document(record, seen, page.atlas.accepted_tiers())
+    review: DocumentReview | None = review_document(record, seen, page.deployment.accepted_tiers())
     template = page.template()
     modules: dict[str, dict[str, Any]] = {}
     order = [field.name for field in template.fields]

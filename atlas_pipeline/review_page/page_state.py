@@ -11,7 +11,8 @@ from starlette.requests import Request
 
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.store.files import Store
 
@@ -23,18 +24,18 @@ class ReviewPage:
 
     def __init__(self, settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance]) -> None:
         self.settings = settings
-        self.atlas = AtlasResource.from_settings(settings)
-        self.store: Store = self.atlas.store()
+        self.deployment = Deployment.from_settings(settings)
+        self.store: Store = self.deployment.store()
         self._instance = instance
 
     def instance(self) -> dg.DagsterInstance:
         return self._instance()
 
     def template(self) -> Template:
-        return self.atlas.load_template()
+        return self.deployment.load_template()
 
     def states(self, only: list[str] | None = None) -> list[DocumentState]:
-        return self.atlas.document_states(self.instance(), only)
+        return document_states(self.instance(), self.deployment, only)
 
     def reviewer(self, request: Request) -> str:
         return unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.settings.reviewer
