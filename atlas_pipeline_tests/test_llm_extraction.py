@@ -18,7 +18,7 @@ from atlas_pipeline.extraction.extractor import split_chunks
 from atlas_pipeline.extraction.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.schema import answer_model, json_schema
-from atlas_pipeline.grading.checks import fields_needing_review
+from atlas_pipeline.grading.document_checks import fields_needing_review
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into

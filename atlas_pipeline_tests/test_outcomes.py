@@ -19,7 +19,7 @@ from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.outputs.evaluation import evaluate, read_gold
 from atlas_pipeline.review.decisions import load_decisions
-from atlas_pipeline.review.outcome import review_document
+from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import CORPUS, copy_into
 from atlas_pipeline_tests.helpers import http_request, latest_metadata, run_atlas, serve

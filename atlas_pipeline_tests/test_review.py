@@ -22,8 +22,9 @@ from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
-from atlas_pipeline.review.outcome import review_document
+from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.workbook_import import import_inbox, import_reports, import_workbook
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -35,7 +36,7 @@ from atlas_pipeline_tests.servers import local_env
 VERIFIED = frozenset({"verified"})
 
 
-def _decide(atlas: AtlasResource, record: ExtractionRecord, field: str, action: str, reviewer: str = "ana", **extra):
+def _decide(atlas: Deployment, record: ExtractionRecord, field: str, action: str, reviewer: str = "ana", **extra):
     template = {f.name: f for f in atlas.load_template().fields}
     return decide(
         atlas.store(),

@@ -14,7 +14,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
-from atlas_pipeline.review.outcome import DocumentReview
+from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.corpus import copy_into
 from atlas_pipeline_tests.juice_trial import API_KEY, answer

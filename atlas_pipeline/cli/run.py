@@ -19,17 +19,17 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.core.statuses import TERMINAL
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
-    from atlas_pipeline.defs.document_states import aggregates_up_to_date
     from atlas_pipeline.defs.partitions import documents_partitions
-    from atlas_pipeline.defs.run_history import InstanceFacts
+    from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
     from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
-    from atlas_pipeline.knowledge.planning import plan_runs
+    from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.outputs.exports import FORMATS, export_files
-    from atlas_pipeline.review.outcome import reviews_behind
+    from atlas_pipeline.review.decisions import decision_marks
+    from atlas_pipeline.review.final_values import merged_marks
     from atlas_pipeline.review.workbook_import import import_inbox
     from atlas_pipeline.store.files import Store
     from atlas_pipeline.store.layout import APPROVED_STEM, COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
@@ -124,7 +124,12 @@ def command_run(args: argparse.Namespace) -> int:
         if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
             for report in import_inbox(Store(settings.review_inbox), store, template, settings.reviewer):
                 print(f"review inbox: {report.summary()}")
-        behind = reviews_behind(store, [entry.key for entry in entries if entry.key not in keys])
+
+        def reviews_behind(candidates: list[str]) -> list[str]:
+            marks = decision_marks(store)
+            return reviews_to_merge(marks, merged_marks(store, [key for key in marks if key in candidates]), candidates)
+
+        behind = reviews_behind([entry.key for entry in entries if entry.key not in keys])
         for key in behind:  # decisions made on the review page or imported while no daemon ran
             defs.resolve_job_def("review_job").execute_in_process(
                 partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
@@ -135,10 +140,11 @@ def command_run(args: argparse.Namespace) -> int:
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
         aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
         splits_changed = load_splits(store).changed_at
-        stale = not exported or not aggregates_up_to_date(instance, scan.catalog, aggregates, splits_changed)
+        facts = aggregate_facts(instance, aggregates, scan.catalog, splits_changed, exported)
+        stale = aggregates_stale(facts) is not None
         if keys or behind or scan.changed or stale:
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
-            late = reviews_behind(store, [entry.key for entry in entries])
+            late = reviews_behind([entry.key for entry in entries])
             if late:  # decided while this run worked: merged now, and the exports written again with them
                 for key in late:
                     defs.resolve_job_def("review_job").execute_in_process(

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from atlas_pipeline.core.checks import ConsistencyCheck, check_fields_exist
+from atlas_pipeline.core.consistency_rules import ConsistencyCheck, check_fields_exist
 
 RESERVED_SHEETS = frozenset({"documents", "extractions", "fields", "approved", "review_quality", "task_completion"})
 FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]

@@ -17,10 +17,10 @@ from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.document_extraction import extract_document
 from atlas_pipeline.extraction.prices import money
-from atlas_pipeline.grading.checks import (
+from atlas_pipeline.grading.document_checks import (
     QUOTE_GROUNDING,
     VALUE_CONSISTENCY,
-    CheckOutcome,
+    CheckResult,
     document_checks,
     fields_needing_review,
 )
@@ -218,7 +218,7 @@ with warnings.catch_warnings():  # per-partition checks are a Dagster preview fe
 _SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
 
 
-def _check_metadata(outcome: CheckOutcome) -> dict:
+def _check_metadata(outcome: CheckResult) -> dict:
     return {
         key: dg.MetadataValue.json(value) if isinstance(value, list | dict) else value
         for key, value in outcome.metadata.items()
@@ -256,7 +256,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         mode = deployment.mode(rule)
         version = deployment.extraction_version()
         client = deployment.llm_client(cache=store) if mode == "llm" and deployment.llm_configured else None
-        checks: dict[str, list[CheckOutcome]] = {}
+        checks: dict[str, list[CheckResult]] = {}
         batch = DocumentBatch(context)
 
         def extract(key: str) -> tuple[dict, str]:

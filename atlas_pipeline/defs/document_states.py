@@ -6,8 +6,6 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 from __future__ import annotations
 
 import re
-import time
-from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -15,11 +13,9 @@ from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.dagster_internals import AssetPartitionStatus, SerializableErrorInfo
 from atlas_pipeline.defs.asset_names import (
-    AGGREGATE_ASSET_NAMES,
     DOCUMENT_ASSET_NAMES,
     EXTRACTION_ASSET_NAME,
     REVIEW_ASSET_NAME,
-    STATES_READ_AT,
 )
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -28,7 +24,7 @@ from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.outputs.completion import DocumentState
-from atlas_pipeline.review.outcome import DocumentReview, current_review
+from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
@@ -210,69 +206,3 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
         if entry.sha256 and str(made_from).startswith(entry.sha256):
             done.add(entry.key)
     return done
-
-
-def aggregates_behind(
-    instance: dg.DagsterInstance, names: tuple[str, ...] = AGGREGATE_ASSET_NAMES, grace: float = float("inf")
-) -> float | None:
-    """The time of the newest extraction or review when it landed *while* an aggregate was being computed — after
-    the aggregate read the document states, before it was materialised — else None.
-
-    The automation condition counts such a document as handled by that run, though the run never saw it. One that
-    lands after the materialisation is the automation's to handle — unless ``grace`` seconds pass without a newer
-    aggregate (it landed in the same automation tick as the aggregate's own materialisation, which then counts it as
-    handled too): then it is behind as well."""
-    newest = [
-        event.timestamp
-        for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME)
-        if (event := instance.get_latest_materialization_event(dg.AssetKey(name))) is not None
-    ]
-    if not newest:
-        return None
-    landed = max(newest)
-    for name in names:
-        event = instance.get_latest_materialization_event(dg.AssetKey(name))
-        if event is None or event.asset_materialization is None:
-            continue  # never made yet: the automation condition makes it
-        value = event.asset_materialization.metadata.get(STATES_READ_AT)
-        if value is None or float(value.value) >= landed:
-            continue
-        # landed while it was computed; or after it, yet not picked up by the automation within ``grace`` seconds
-        # (a landing in the same automation tick as the aggregate's own materialisation counts as handled there)
-        if landed <= event.timestamp or time.time() - landed > grace:
-            return landed
-    return None
-
-
-def aggregates_up_to_date(
-    instance: dg.DagsterInstance,
-    catalog: Catalog,
-    names: tuple[str, ...] = AGGREGATE_ASSET_NAMES,
-    decided_at: float = 0.0,
-) -> bool:
-    """Whether every aggregate was materialised after anything that changes what it says: the newest document
-    extraction (by any run: the sensor's, ``atlas run``'s, the UI's), the newest catalog change (a removal or a copy
-    another scanner saved), and any document run that failed or was stopped since. Refreshing them again would
-    rewrite the same figures and files. ``names``: the aggregates of this deployment (the evaluation too, when a
-    gold file is configured). ``decided_at``: when people last changed something the aggregates read (duplicate
-    splits)."""
-    materialized = [instance.get_latest_materialization_event(dg.AssetKey(name)) for name in names]
-    if any(event is None for event in materialized):
-        return False
-    refreshed = min(event.timestamp for event in materialized if event is not None)
-    for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME):  # a new extraction, or new review decisions merged
-        newest = instance.get_latest_materialization_event(dg.AssetKey(name))
-        if newest is not None and newest.timestamp > refreshed:
-            return False
-    changed = [datetime.fromisoformat(entry.updated).timestamp() for entry in catalog.entries.values()]
-    changed.append(decided_at)
-    if changed and max(changed) > refreshed:
-        return False
-    ended_badly = instance.get_run_records(
-        dg.RunsFilter(
-            statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED],
-            updated_after=datetime.fromtimestamp(refreshed, UTC),
-        ),
-        limit=1,
-    )
-    return not ended_badly

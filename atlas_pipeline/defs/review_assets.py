@@ -1,5 +1,5 @@
 """The review of each document: the model's answer and the people's decisions merged into final values
-(``review.outcome``). Materialised after every extraction (``document_job``) and whenever a decision is made
+(``review.final_values``). Materialised after every extraction (``document_job``) and whenever a decision is made
 (``review_job``, requested by the review sensor)."""
 
 import dagster as dg
@@ -9,7 +9,7 @@ from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.review.decisions import load_decisions
-from atlas_pipeline.review.outcome import review_document
+from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record, write_record
 
 GROUP = "documents"

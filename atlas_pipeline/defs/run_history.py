@@ -1,16 +1,26 @@
 """The run history's answers to the planner (``knowledge/planning.py``): which documents were extracted already from
-their current bytes with this extraction version, and which a person cancelled."""
+their current bytes with this extraction version, which a person cancelled, and when the aggregates were made
+against what landed since."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import dagster as dg
 
+from atlas_pipeline.defs.asset_names import (
+    AGGREGATE_ASSET_NAMES,
+    EXTRACTION_ASSET_NAME,
+    REVIEW_ASSET_NAME,
+    STATES_READ_AT,
+)
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.document_states import already_extracted
-from atlas_pipeline.knowledge.catalog import CatalogEntry
+from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
+from atlas_pipeline.knowledge.planning import AggregateFacts
 from atlas_pipeline.store.files import Store
 
 
@@ -27,3 +37,48 @@ class InstanceFacts:
 
     def cancelled(self, keys: Sequence[str]) -> set[str]:
         return set(cancelled_documents(self.instance, self.store, list(keys))) if keys else set()
+
+
+def aggregate_facts(
+    instance: dg.DagsterInstance,
+    names: tuple[str, ...] = AGGREGATE_ASSET_NAMES,
+    catalog: Catalog | None = None,
+    decided_at: float = 0.0,
+    exported: bool = True,
+) -> AggregateFacts:
+    """``AggregateFacts`` from the instance: ``names``, the aggregates of this deployment (the evaluation too, when a
+    gold file is configured); ``catalog`` and ``decided_at`` (when people last split or joined a duplicate group)
+    give the newest change the aggregates read besides the documents; ``exported``: every export file is there."""
+    made = {}
+    for name in names:
+        event = instance.get_latest_materialization_event(dg.AssetKey(name))
+        if event is None or event.asset_materialization is None:
+            continue
+        read_at = event.asset_materialization.metadata.get(STATES_READ_AT)
+        made[name] = (event.timestamp, None if read_at is None else float(read_at.value))
+    landings = [
+        event.timestamp
+        for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME)
+        if (event := instance.get_latest_materialization_event(dg.AssetKey(name))) is not None
+    ]
+    changes = [
+        datetime.fromisoformat(entry.updated).timestamp() for entry in (catalog.entries.values() if catalog else ())
+    ]
+    facts = AggregateFacts(
+        made=made,
+        expected=names,
+        landed_at=max(landings) if landings else None,
+        changed_at=max([*changes, decided_at]),
+        exported=exported,
+    )
+    refreshed = facts.refreshed_at
+    if refreshed is None:
+        return facts
+    ended_badly = instance.get_run_records(
+        dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED],
+            updated_after=datetime.fromtimestamp(refreshed, UTC),
+        ),
+        limit=1,
+    )
+    return dataclasses.replace(facts, ended_badly=bool(ended_badly))

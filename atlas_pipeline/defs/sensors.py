@@ -3,6 +3,7 @@ reviewed workbooks and re-merges documents people decided on, and the automation
 
 import hashlib
 import json
+import time
 
 import dagster as dg
 
@@ -11,16 +12,16 @@ from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
 from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
-from atlas_pipeline.defs.document_states import aggregates_behind
 from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.defs.run_history import InstanceFacts
+from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
-from atlas_pipeline.knowledge.planning import plan_runs
+from atlas_pipeline.knowledge.planning import aggregates_missed, plan_runs, reviews_to_merge
 from atlas_pipeline.review.decisions import decision_marks
+from atlas_pipeline.review.final_values import merged_marks
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
@@ -151,17 +152,20 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
             )
         marks = decision_marks(store)
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
-        changed = {key: mark for key, mark in marks.items() if seen.get(key) != mark and key in existing}
+        asked = {key for key, mark in marks.items() if seen.get(key) == mark}  # requested for these very decisions
+        merged = merged_marks(store, [key for key in marks if key not in asked and key in existing])
+        changed = {key: marks[key] for key in reviews_to_merge(marks, merged, existing, asked_already=asked)}
+        up_to_date = {key: mark for key, mark in merged.items() if marks[key] == mark}  # merged by another run
         run_requests = [
             dg.RunRequest(run_key=f"review:{key}:{mark}", partition_key=key, job_name=review_job.name)
-            for key, mark in sorted(changed.items())
+            for key, mark in changed.items()
         ]
         summary = f"{len(run_requests)} document(s) with new decisions"
         if run_requests:
             context.log.info(summary)
         return dg.SensorResult(
             run_requests=run_requests,
-            cursor=json.dumps({**seen, **changed}, separators=(",", ":"), sort_keys=True),
+            cursor=json.dumps({**seen, **up_to_date, **changed}, separators=(",", ":"), sort_keys=True),
             skip_reason=None if run_requests else "no new decisions",
         )
 
@@ -179,7 +183,8 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         "aggregates again once nothing refreshes them.",
     )
     def aggregates_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        behind = aggregates_behind(context.instance, grace=3 * settings.automation_interval_seconds)
+        facts = aggregate_facts(context.instance)
+        behind = aggregates_missed(facts, now=time.time(), grace=3 * settings.automation_interval_seconds)
         if behind is None:
             return dg.SensorResult(skip_reason="the aggregates include every document that landed")
         for record in context.instance.get_run_records(dg.RunsFilter(statuses=WAITING_OR_RUNNING), limit=200):

@@ -10,7 +10,7 @@ from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.estimate import RunEstimate, answer_tokens_guess, estimate_document, seconds_per_answer
 from atlas_pipeline.extraction.llm import LLMClient
-from atlas_pipeline.extraction.postprocessors import ExtractionInput, postprocessor_for
+from atlas_pipeline.extraction.modes import ExtractionInput, mode_for
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
@@ -83,7 +83,7 @@ def extract_document(
             markdown=lambda: load_markdown(store, parse),
             tables=lambda: load_tables(store, parse),
         )
-        output = postprocessor_for(mode, llm).run(inputs, record)
+        output = mode_for(mode, llm).run(inputs, record)
         if output is not None:
             record.extraction_path = layout.extraction_output_path(snapshot.key)
             store.write_json(record.extraction_path, output)

@@ -23,7 +23,7 @@ from typing import Any
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template, TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.extraction.llm import LLMClient
-from atlas_pipeline.extraction.llm_outcomes import LLMAnswerCutError, LLMError, LLMQueuedError, Usage
+from atlas_pipeline.extraction.llm_results import LLMAnswerCutError, LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from atlas_pipeline.config.settings import StructuredOutput, setting_default
 from atlas_pipeline.extraction.batches import BatchQueue, PollReport
 from atlas_pipeline.extraction.gate import RequestGate, Waited, gate_directory
-from atlas_pipeline.extraction.llm_outcomes import (
+from atlas_pipeline.extraction.llm_results import (
     LLMAnswerCutError,
     LLMError,
     LLMPermanentError,

@@ -1,4 +1,4 @@
-"""Consistency checks between extracted values evaluated (declared in the template: ``core.checks``).
+"""Consistency checks between extracted values evaluated (declared in the template: ``core.consistency_rules``).
 
 Each quote can be verified and the values still contradict each other — 45 events out of 30 patients, a hazard ratio
 outside its own confidence interval, a p-value of 3. A template declares what must hold, for example::
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from atlas_pipeline.core.checks import ConsistencyCheck
+from atlas_pipeline.core.consistency_rules import ConsistencyCheck
 
 
 class Violation(BaseModel):

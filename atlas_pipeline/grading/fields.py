@@ -29,7 +29,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from atlas_pipeline.core.checks import ConsistencyCheck
+from atlas_pipeline.core.consistency_rules import ConsistencyCheck
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import Violation, evaluate

@@ -4,12 +4,14 @@ requests, ``atlas run`` executes it.
 A plan is a pure function of the catalog, the partitions the instance knows, what the driver has already asked for,
 and two facts about each document that only the run history knows — extracted already from these bytes with this
 extraction version, or cancelled by a person — which the driver answers (``DocumentFacts``; the Dagster floor reads
-them from the instance). Nothing here imports Dagster.
+them from the instance). The same module decides which documents have review decisions to merge
+(``reviews_to_merge``) and whether the aggregates are stale (``aggregates_stale``; ``aggregates_missed`` for what
+Dagster's automation let slip). Nothing here imports Dagster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -82,3 +84,83 @@ def plan_runs(
         cancelled=[key for key in candidates if key in cancelled],
         later=later,
     )
+
+
+def reviews_to_merge(
+    decided: Mapping[str, str],
+    merged: Mapping[str, str],
+    candidates: Collection[str],
+    asked_already: Collection[str] = (),
+) -> list[str]:
+    """Documents among ``candidates`` whose decision log (``decided``: key → mark of its log) is newer than what
+    their stored review merged (``merged``: key → the mark it merged; missing: never merged), in key order.
+    ``asked_already``: merges the driver has requested for these very marks (the review sensor's cursor)."""
+    return sorted(
+        key
+        for key, mark in decided.items()
+        if key in candidates and merged.get(key) != mark and key not in asked_already
+    )
+
+
+@dataclass(frozen=True)
+class AggregateFacts:
+    """What the run history says about the aggregates (task completion, duplicate groups, exports, search index).
+
+    ``made``: per aggregate of this deployment, when it was last materialised and when that run read the document
+    states (None: not recorded); an aggregate never made is missing. ``expected``: the aggregates of this deployment.
+    ``landed_at``: the newest document extraction or merged review; ``changed_at``: the newest catalog change or
+    duplicate group a person split or joined; ``ended_badly``: a document run failed or was cancelled after the
+    oldest aggregate; ``exported``: every export file is there."""
+
+    made: Mapping[str, tuple[float, float | None]]
+    expected: tuple[str, ...]
+    landed_at: float | None = None
+    changed_at: float = 0.0
+    ended_badly: bool = False
+    exported: bool = True
+
+    @property
+    def refreshed_at(self) -> float | None:
+        """When the oldest aggregate was made (None: one was never made)."""
+        if any(name not in self.made for name in self.expected):
+            return None
+        return min(self.made[name][0] for name in self.expected)
+
+
+def aggregates_stale(facts: AggregateFacts) -> str | None:
+    """Why the aggregates would say something else if made now, or None when refreshing them would rewrite the same
+    figures and files (what ``atlas run`` asks before it refreshes them)."""
+    refreshed = facts.refreshed_at
+    if refreshed is None:
+        return "never made"
+    if not facts.exported:
+        return "an export file is missing"
+    if facts.landed_at is not None and facts.landed_at > refreshed:
+        return "a document was extracted or reviewed since"
+    if facts.changed_at > refreshed:
+        return "the catalog or a duplicate group changed since"
+    if facts.ended_badly:
+        return "a document run failed or was cancelled since"
+    return None
+
+
+def aggregates_missed(facts: AggregateFacts, now: float, grace: float = float("inf")) -> float | None:
+    """The time of the newest extraction or review when it landed *while* an aggregate was being computed — after
+    the aggregate read the document states, before it was materialised — else None (what the freshness sensor asks).
+
+    Dagster's automation condition counts such a document as handled by that run, though the run never saw it. One
+    that lands after the materialisation is the automation's to handle — unless ``grace`` seconds pass without a newer
+    aggregate (it landed in the same automation tick as the aggregate's own materialisation, which then counts it as
+    handled too): then it is missed as well. An aggregate never made is the automation's to make."""
+    landed = facts.landed_at
+    if landed is None:
+        return None
+    for name in facts.expected:
+        if name not in facts.made:
+            continue
+        made_at, states_read_at = facts.made[name]
+        if states_read_at is None or states_read_at >= landed:
+            continue
+        if landed <= made_at or now - landed > grace:
+            return landed
+    return None

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from atlas_pipeline.core.statuses import ORDER, TERMINAL, DocumentStatus
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.knowledge.catalog import now_iso
-from atlas_pipeline.review.outcome import PROVENANCES, DocumentReview, applies_to
+from atlas_pipeline.review.final_values import PROVENANCES, DocumentReview, applies_to
 from atlas_pipeline.review.quality import QualityRow, review_quality
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord
 

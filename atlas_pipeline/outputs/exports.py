@@ -15,7 +15,7 @@ from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import DecisionRefused, coerce_value
-from atlas_pipeline.review.outcome import DocumentReview
+from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
     APPROVED_STEM,

@@ -5,7 +5,7 @@ and never changed: two reviewers, the page and an imported workbook can decide a
 write, re-runs and template changes never touch the log, and ``atlas migrate`` carries it like any other file.
 
 A decision names what it was made on — the document's sha256, the extraction version and the model's value — so a
-later extraction can tell whether the decision still applies (``review.outcome``), and a decision made on an
+later extraction can tell whether the decision still applies (``review.final_values``), and a decision made on an
 extraction that has changed since it was shown is refused (``decide``).
 """
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from pydantic import BaseModel
 
-from atlas_pipeline.review.outcome import DocumentReview
+from atlas_pipeline.review.final_values import DocumentReview
 
 
 class QualityRow(BaseModel):

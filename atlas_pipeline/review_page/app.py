@@ -39,7 +39,7 @@ from atlas_pipeline.review.decisions import (
     value_text,
 )
 from atlas_pipeline.review.evidence import render_page
-from atlas_pipeline.review.outcome import review_document
+from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.workbook_import import import_reports
 from atlas_pipeline.review_page.document_view import ADDED_FROM, document_context
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage

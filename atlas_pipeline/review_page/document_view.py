@@ -14,7 +14,7 @@ from atlas_pipeline.review.decisions import (
     load_decisions,
 )
 from atlas_pipeline.review.evidence import locate_quote, text_evidence
-from atlas_pipeline.review.outcome import DocumentReview, FinalField, review_document
+from atlas_pipeline.review.final_values import DocumentReview, FinalField, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 

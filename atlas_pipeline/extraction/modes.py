@@ -1,10 +1,10 @@
-"""Post-processing: what turns a parsed document into an extraction record. One implementation per mode.
+"""Extraction modes: what turns a parsed document into an extraction record, one class per ``ATLAS_POSTPROCESS_MODE``.
 
 ``skip`` writes the stable JSON wrapper (no LLM); ``llm`` extracts every field with its quote through an
 OpenAI-compatible endpoint and grades it against the document. Another one (a rules-only extractor, another kind of
-model) is a new module with a ``Postprocessor`` subclass added to ``POSTPROCESSORS`` and its name to the
-``ATLAS_POSTPROCESS_MODE`` choices; the assets and the extraction step (``document_extraction``) do not change. A
-post-processor fills the record (status, reason, fields, usage) and returns the output document to store, or None.
+model) is a new ``ExtractionMode`` subclass added to ``MODES`` and its name to the ``ATLAS_POSTPROCESS_MODE``
+choices; the assets and the extraction step (``document_extraction``) do not change. A mode fills the record
+(status, reason, fields, usage) and returns the output document to store, or None.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.extractor import extract_with_llm
 from atlas_pipeline.extraction.llm import LLMClient
-from atlas_pipeline.extraction.llm_outcomes import LLMError, LLMQueuedError, Usage
+from atlas_pipeline.extraction.llm_results import LLMError, LLMQueuedError, Usage
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
@@ -30,7 +30,7 @@ from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, Snapshot
 
 @dataclass(frozen=True)
 class ExtractionInput:
-    """What a post-processor works from: the document's records, its text and tables (read lazily), the template
+    """What an extraction mode works from: the document's records, its text and tables (read lazily), the template
     and rule, and the extraction version being made."""
 
     snapshot: SnapshotRecord
@@ -42,7 +42,7 @@ class ExtractionInput:
     tables: Callable[[], list[Table]]
 
 
-class Postprocessor(ABC):
+class ExtractionMode(ABC):
     mode: ClassVar[str]
 
     @abstractmethod
@@ -50,7 +50,7 @@ class Postprocessor(ABC):
         """Fill ``record``; return the extraction output to store (or None when there is none)."""
 
 
-class SkipPostprocessor(Postprocessor):
+class SkipMode(ExtractionMode):
     """No LLM: the wrapper pointing at the text and tables, with the identifiers found in the text."""
 
     mode = "skip"
@@ -63,7 +63,7 @@ class SkipPostprocessor(Postprocessor):
         return wrapper
 
 
-class LLMPostprocessor(Postprocessor):
+class LLMMode(ExtractionMode):
     """Template-driven extraction by an LLM, every value graded against its verbatim quote."""
 
     mode = "llm"
@@ -126,14 +126,14 @@ class LLMPostprocessor(Postprocessor):
         }
 
 
-POSTPROCESSORS: dict[str, Callable[[LLMClient | None], Postprocessor]] = {
-    SkipPostprocessor.mode: lambda llm: SkipPostprocessor(),
-    LLMPostprocessor.mode: LLMPostprocessor,
+MODES: dict[str, Callable[[LLMClient | None], ExtractionMode]] = {
+    SkipMode.mode: lambda llm: SkipMode(),
+    LLMMode.mode: LLMMode,
 }
 
 
-def postprocessor_for(mode: str, llm: LLMClient | None = None) -> Postprocessor:
+def mode_for(mode: str, llm: LLMClient | None = None) -> ExtractionMode:
     try:
-        return POSTPROCESSORS[mode](llm)
+        return MODES[mode](llm)
     except KeyError:
-        raise ValueError(f"no post-processor for mode {mode!r} (known: {', '.join(POSTPROCESSORS)})") from None
+        raise ValueError(f"no extraction mode for mode {mode!r} (known: {', '.join(MODES)})") from None

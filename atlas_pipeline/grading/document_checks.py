@@ -20,7 +20,7 @@ VALUE_CONSISTENCY = "value_consistency"
 
 
 @dataclass(frozen=True)
-class CheckOutcome:
+class CheckResult:
     name: str
     passed: bool
     severity: str  # "warn" | "error"
@@ -36,16 +36,16 @@ def fields_needing_review(record: ExtractionRecord) -> list[str]:
     ]
 
 
-def document_checks(record: ExtractionRecord) -> list[CheckOutcome]:
+def document_checks(record: ExtractionRecord) -> list[CheckResult]:
     if record.status in (DocumentStatus.FAILED, DocumentStatus.SKIPPED):
         why = f"the document is {record.status.value}: {record.reason}"
         metadata = {"status": record.status.value, "reason": record.reason}
         return [
-            CheckOutcome(QUOTE_GROUNDING, False, "warn", why, metadata),
-            CheckOutcome(VALUE_CONSISTENCY, False, "warn", why, metadata),
+            CheckResult(QUOTE_GROUNDING, False, "warn", why, metadata),
+            CheckResult(VALUE_CONSISTENCY, False, "warn", why, metadata),
         ]
     review = fields_needing_review(record)
-    grounding = CheckOutcome(
+    grounding = CheckResult(
         QUOTE_GROUNDING,
         not review,
         "warn",
@@ -53,7 +53,7 @@ def document_checks(record: ExtractionRecord) -> list[CheckOutcome]:
         {"mode": record.mode, "fields_needing_review": len(review), "fields": ", ".join(review) or "none"},
     )
     violations = record.violations
-    consistency = CheckOutcome(
+    consistency = CheckResult(
         VALUE_CONSISTENCY,
         not violations,
         "error",

@@ -18,6 +18,7 @@ team that double-extracts), the field lists the disagreement.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -27,7 +28,6 @@ from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.review.decisions import (
     Decision,
     decision_file,
-    decision_marks,
     entry_identity,
     load_decisions,
     log_mark,
@@ -270,15 +270,12 @@ def current_review(
     return review_document(record, load_decisions(store, record.key), accepted_tiers) if record else None
 
 
-def reviews_behind(store: Store, keys: list[str]) -> list[str]:
-    """Documents among ``keys`` with a decision newer than their stored review (made while no daemon ran): what
-    ``atlas run`` merges before it refreshes the exports."""
-    marks = decision_marks(store)
-    behind = []
+def merged_marks(store: Store, keys: Iterable[str]) -> dict[str, str]:
+    """Per document among ``keys`` with a stored review, the mark of the decision log that review merged (what the
+    planner compares with ``decision_marks`` to find the reviews to merge)."""
+    marks = {}
     for key in keys:
-        if key not in marks:
-            continue
         review = read_record(store, key, "review", DocumentReview)
-        if review is None or review.decision_mark != marks[key]:
-            behind.append(key)
-    return behind
+        if review is not None:
+            marks[key] = review.decision_mark
+    return marks
