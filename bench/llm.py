@@ -29,7 +29,7 @@ from pathlib import Path
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers import dagster_daemon, scripted_openai_server
+from atlas_pipeline_tests.servers.processes import dagster_daemon, scripted_openai_server
 from bench.pipeline import small_documents
 from bench.report import table, write_report
 

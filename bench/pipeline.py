@@ -34,7 +34,7 @@ from atlas_pipeline.ops.runs import run_documents
 from atlas_pipeline.parsing.document_parse import parse_snapshot
 from atlas_pipeline.store import layout
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers import scripted_openai_server
+from atlas_pipeline_tests.servers.processes import scripted_openai_server
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
 

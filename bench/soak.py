@@ -16,9 +16,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from atlas_pipeline_tests.juice_trial import answer
-from atlas_pipeline_tests.servers import scripted_openai_server
-from atlas_pipeline_tests.soak import distinct_copy, run_soak
+from atlas_pipeline_tests.servers.processes import scripted_openai_server
+from atlas_pipeline_tests.support.juice_trial import answer
+from atlas_pipeline_tests.support.soak import distinct_copy, run_soak
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
 

@@ -1,0 +1,91 @@
+"""Batched runs (``atlas run --batch N``): many documents in one Dagster run over a partition range, each with its
+own materialisations and metadata; a document that raises fails alone."""
+
+import dagster as dg
+
+from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.ops.runs import batches, run_documents
+from atlas_pipeline_tests.support.corpus import copy_into
+from atlas_pipeline_tests.support.helpers import SensorHarness
+
+DOCUMENTS = ["html/plos_one_article.html", "rct_jats/PMC1216327.nxml", "awkward/malformed/qpdf_bad1.pdf"]
+
+
+def _load(instance, knowledge_base, settings_for, atlas_for):
+    copy_into(knowledge_base, *DOCUMENTS)
+    settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
+    catalog = refresh_catalog(atlas.open_knowledge_base(), atlas.store()).catalog
+    keys = sorted(catalog.entries)
+    instance.add_dynamic_partitions(documents_partitions.name, keys)
+    return settings, atlas, catalog, keys
+
+
+def latest(instance, asset: str, key: str) -> dg.AssetMaterialization:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[key]), limit=1
+    ).records
+    return records[0].asset_materialization
+
+
+def test_one_run_materialises_every_document_with_its_own_metadata(instance, knowledge_base, settings_for, atlas_for):
+    settings, atlas, catalog, keys = _load(instance, knowledge_base, settings_for, atlas_for)
+    defs = build_definitions(settings)
+    outcomes = list(run_documents(keys, workers=1, defs=defs, instance=instance, batch=10))
+    assert sorted(key for key, success, _ in outcomes if success) == keys
+    runs = instance.get_runs(dg.RunsFilter(job_name="document_batch_job"))
+    assert len(runs) == 1 and not instance.get_runs(dg.RunsFilter(job_name="document_job"))
+    assert runs[0].tags["dagster/asset_partition_range_start"] == keys[0]
+    assert runs[0].tags["dagster/asset_partition_range_end"] == keys[-1]
+    for key in keys:
+        for asset in DOCUMENT_ASSET_NAMES:
+            assert latest(instance, asset, key).partition == key
+        assert latest(instance, "document_snapshot", key).metadata["sha256"].value == catalog.entries[key].sha256
+        assert latest(instance, "document_extraction", key).metadata["sha256"].value == catalog.entries[key].sha256
+    bad = latest(instance, "document_extraction", "qpdf_bad1.pdf").metadata
+    assert bad["status"].value == "failed" and bad["reason"].value == "snapshot: not a PDF (no %PDF- header)"
+    assert latest(instance, "document_text", "plos_one_article.html").metadata["characters"].value > 10_000
+    # the extraction's checks are evaluated per document, also in a batch
+    for name in ("quote_grounding", "value_consistency"):
+        key = dg.AssetCheckKey(dg.AssetKey("document_extraction"), name)
+        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+        evaluations = {r.event.dagster_event.event_specific_data.partition: r for r in history}
+        assert set(evaluations) == set(keys)
+        passed = {k: r.event.dagster_event.event_specific_data.passed for k, r in evaluations.items()}
+        assert passed == {"PMC1216327.nxml": True, "plos_one_article.html": True, "qpdf_bad1.pdf": False}
+    states = {s.key: s for s in document_states(instance, atlas)}
+    assert {k: s.status for k, s in states.items()} == {
+        "PMC1216327.nxml": DocumentStatus.DONE,
+        "plos_one_article.html": DocumentStatus.DONE,
+        "qpdf_bad1.pdf": DocumentStatus.FAILED,
+    }
+    # the sensor sees these documents as extracted from these very bytes: nothing is requested again
+    assert SensorHarness(instance, settings, atlas).tick().run_requests == []
+
+
+def test_a_document_that_raises_fails_alone(instance, knowledge_base, settings_for, atlas_for):
+    settings, atlas, _, keys = _load(instance, knowledge_base, settings_for, atlas_for)
+    # a partition the catalog does not know: its snapshot step raises (a fault, not a document problem)
+    instance.add_dynamic_partitions(documents_partitions.name, ["ghost.pdf"])
+    ordered = [*keys, "ghost.pdf"]
+    outcomes = {key: success for key, success, _ in run_documents(ordered, 1, build_definitions(settings), instance, 4)}
+    assert outcomes == {**dict.fromkeys(keys, True), "ghost.pdf": False}
+    batch_runs = instance.get_runs(dg.RunsFilter(job_name="document_batch_job"))
+    assert [run.status.value for run in batch_runs] == ["FAILURE"]
+    runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))  # then one run per document
+    assert sorted(run.status.value for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS", "SUCCESS"]
+    states = {s.key: s for s in document_states(instance, atlas)}
+    assert states["ghost.pdf"].status == DocumentStatus.FAILED
+    assert "'ghost.pdf' is not in the catalog" in states["ghost.pdf"].reason
+    assert all(states[key].status != DocumentStatus.FAILED or key == "qpdf_bad1.pdf" for key in keys)
+
+
+def test_batches_follow_the_partition_order_and_never_take_in_other_documents():
+    ordered = ["a", "b", "c", "d", "e", "f"]
+    assert batches(["a", "b", "c", "e", "f"], ordered, 2) == [["a", "b"], ["c"], ["e", "f"]]
+    assert batches(["f", "a"], ordered, 10) == [["a"], ["f"]]
+    assert batches(["a", "z"], ordered, 10) == [["a"], ["z"]]

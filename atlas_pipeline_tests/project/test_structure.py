@@ -1,0 +1,134 @@
+"""The structure a newcomer relies on: every module imports on its own (no import cycles), ``atlas status`` stays
+light, and each setting is defined once — the Dagster resources and the LLM client take theirs by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import dagster as dg
+
+from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_settings
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
+from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.extraction.llm import LLMConfig
+from atlas_pipeline.parsing import ParseOptions
+
+PACKAGE = PROJECT_ROOT / "atlas_pipeline"
+
+
+def _modules() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
+def test_every_module_imports_first_and_alone():
+    """Each module imported first in a fresh interpreter (a forked child of one that imported nothing of ours): an
+    import cycle shows up as the ImportError it causes when the cycle is entered from the wrong side."""
+    script = textwrap.dedent(
+        """
+        import importlib, os, sys, traceback
+        failed = []
+        for name in sys.argv[1:]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    traceback.print_exc()
+                    os._exit(1)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            if status:
+                failed.append(name)
+        print("FAILED", *failed)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, *_modules()], capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "FAILED", result.stdout + result.stderr[-4000:]
+    assert len(_modules()) > 40  # the walk found the package
+
+
+def test_status_does_not_load_the_pdf_stack_or_the_llm_client(tmp_path):
+    script = textwrap.dedent(
+        """
+        import sys
+        from atlas_pipeline.cli import main
+        try:
+            main(["status"])
+        except SystemExit:
+            pass
+        print("LOADED", *sorted(m for m in ("pymupdf", "pymupdf4llm", "openai", "bs4") if m in sys.modules))
+        """
+    )
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "ATLAS_ARTIFACTS": str(tmp_path / "artifacts")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert "0 documents" in result.stdout, result.stdout + result.stderr
+    assert result.stdout.strip().endswith("LOADED"), result.stdout
+
+
+def test_the_resource_carries_every_setting_and_makes_the_same_deployment(monkeypatch):
+    monkeypatch.setenv("ATLAS_LLM_API_KEY", "sk-secret")
+    settings = load_settings({"ATLAS_LLM_API_KEY": "sk-secret", "ATLAS_OCR": "false", "ATLAS_LLM_CONCURRENCY": "3"})
+    resource = AtlasResource.from_settings(settings)
+    assert "sk-secret" not in str(resource.environment) and "ATLAS_LLM_API_KEY" not in resource.environment
+    assert set(resource.environment) == {f"ATLAS_{name.upper()}" for name in AtlasSettings.model_fields} - {
+        "ATLAS_LLM_API_KEY",
+        "ATLAS_MINERU_TOKEN",
+        "ATLAS_DOCLING_API_KEY",
+    }
+    with dg.build_resources({"atlas": resource}) as built:
+        deployment = built.atlas.deployment
+    assert deployment.settings == settings  # secrets resolved from the environment at run time
+    assert deployment.llm_config().api_key == "sk-secret" and deployment.llm_config().concurrency == 3
+    assert deployment.extraction_version() == Deployment.from_settings(settings).extraction_version()
+    fields = AtlasSettings.model_fields
+    for field in dataclasses.fields(LLMConfig):
+        if field.name not in ("base_url", "api_key"):
+            assert field.default == fields[f"llm_{field.name}"].default, field.name
+    defaults = ParseOptions()
+    assert (defaults["engine"], defaults["ocr"], defaults["ocr_language"], defaults["ocr_max_text_chars"]) == (
+        fields["pdf_engine"].default,
+        fields["ocr"].default,
+        fields["ocr_language"].default,
+        fields["ocr_max_text_chars"].default,
+    )
+
+
+def test_the_asset_names_others_refer_to_are_the_assets_defined(tmp_path):
+    defs = build_definitions(load_settings({"ATLAS_ARTIFACTS": str(tmp_path / "a"), "ATLAS_EXPORTS": str(tmp_path)}))
+    defined = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
+    assert defined == set(DOCUMENT_ASSET_NAMES) | set(AGGREGATE_ASSET_NAMES)
+
+
+def test_test_modules_share_helpers_through_helper_modules_only():
+    tests = sorted((PROJECT_ROOT / "atlas_pipeline_tests").rglob("test_*.py"))
+    imports_a_test = re.compile(r"^\s*(from|import) atlas_pipeline_tests\.[\w.]*\btest_", re.MULTILINE)
+    offenders = [path.name for path in tests if imports_a_test.search(path.read_text())]
+    assert tests and offenders == []
+
+
+def test_tests_live_in_the_folder_of_their_kind():
+    """unit/ (one library package each, no Dagster instance), integration/, system/, project/; shared code in
+    support/ and the scripted servers in servers/; nothing at the top but the conftest."""
+    tests_root = PROJECT_ROOT / "atlas_pipeline_tests"
+    kinds = {"unit", "integration", "system", "project"}
+    for path in tests_root.rglob("test_*.py"):
+        kind = path.relative_to(tests_root).parts[0]
+        assert kind in kinds, path
+        if kind == "unit":
+            package = path.relative_to(tests_root).parts[1]
+            assert (PACKAGE / package).is_dir(), f"{path}: unit tests mirror a package of atlas_pipeline"
+    top = {path.name for path in tests_root.glob("*.py")}
+    assert top == {"__init__.py", "conftest.py"}, top

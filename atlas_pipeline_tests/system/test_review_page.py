@@ -1,0 +1,224 @@
+"""The review page in a real headless browser (Debian's chromium driven by playwright) against a real Dagster instance
+with the real daemon: a person opens a document, sees a field's quote highlighted on the PDF page, approves one
+field and corrects another; the review sensor's run puts the decisions into the exports and task completion. A
+document uploaded on the page shows its status changing until it is processed.
+
+Screenshots for the README are written to ``ATLAS_TEST_SCREENSHOTS`` when set (``make screenshots``)."""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from atlas_pipeline.ops.instance import project_file
+from atlas_pipeline_tests.servers.processes import (
+    dagster_daemon,
+    free_port,
+    scripted_openai_server,
+    stop,
+    wait_for_http,
+    watched_folder_env,
+)
+from atlas_pipeline_tests.support.corpus import corpus_file
+from atlas_pipeline_tests.support.helpers import BIN, latest_metadata
+from atlas_pipeline_tests.support.juice_trial import KEY, answer
+
+pytestmark = pytest.mark.daemon
+DEADLINE = 240
+
+
+def _wait(what: str, probe, log: Path, timeout: float = DEADLINE):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(1)
+    pytest.fail(f"{what} not within {timeout} s; daemon log:\n{log.read_text()[-4000:]}")
+
+
+@contextlib.contextmanager
+def review_server(env: dict[str, str], port: int, folder: Path):
+    with (folder / "review.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(BIN / "atlas"), "review", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/api/documents", process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+@contextlib.contextmanager
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail("chromium is not installed: `make test` installs it (scripts/install_system_deps.sh --tests)")
+    args = ["--no-sandbox"] if os.geteuid() == 0 else []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 900})
+        finally:
+            browser.close()
+
+
+def _shoot(page, name: str) -> None:
+    folder = os.environ.get("ATLAS_TEST_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=False)
+
+
+def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
+    home, kb = tmp_path / "home", tmp_path / "kb"
+    home.mkdir()
+    kb.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    shutil.copyfile(corpus_file(f"rct/{KEY}"), kb / KEY)
+    llm_port, review_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        **watched_folder_env(tmp_path, kb),
+        "ATLAS_LLM_BASE_URL": f"http://127.0.0.1:{llm_port}/v1",
+        "ATLAS_LLM_MODEL": "scripted-model",
+        "ATLAS_REVIEW_INTERVAL_SECONDS": "2",
+        "ATLAS_REVIEW_PORT": str(review_port),
+    }
+    log = tmp_path / "daemon.log"
+    dg.DagsterInstance.from_config(str(home)).dispose()  # storage created before three processes open it at once
+    with (
+        scripted_openai_server(tmp_path, port=llm_port) as llm,
+        dagster_daemon(env, tmp_path),
+        review_server(env, review_port, tmp_path) as site,
+        browser_page() as page,
+    ):
+        llm.script(default={"content": answer()})
+        instance = dg.DagsterInstance.from_config(str(home))
+        _wait("the extraction", lambda: latest_metadata(instance, "document_review", KEY), log)
+
+        page.goto(site + "/")
+        page.fill("#reviewer-name", "Ana Reviewer")
+        page.click('header form[action="/reviewer"] button')
+        row = page.locator(f'tr[data-key="{KEY}"]')
+        assert row.locator("[data-status]").inner_text() == "done"
+        _shoot(page, "review-documents.png")
+
+        row.locator("a").click()
+        page.click("#field-p_value a >> nth=0")  # choose a field: its evidence on the PDF page
+        assert page.inner_text("#selected-field") == "p_value"
+        assert "(p = 0.006)" in page.inner_text("#quote")
+        highlights = page.locator("#page .highlight")
+        assert highlights.count() >= 1 and highlights.first.is_visible()
+        image_width = page.eval_on_selector("#page img", "img => img.complete && img.naturalWidth")
+        assert image_width and image_width > 500  # the page was rendered from the snapshot
+        box, picture = highlights.first.bounding_box(), page.locator("#page img").bounding_box()
+        assert picture["y"] <= box["y"] <= picture["y"] + picture["height"]
+        _shoot(page, "review-evidence.png")
+
+        page.click("#approve")
+        page.wait_for_selector("text=approve recorded for p_value by Ana Reviewer")
+        assert page.inner_text("#field-p_value [data-provenance]") == "reviewer_approved"
+
+        def approved_in_exports():
+            path = tmp_path / "exports" / "atlas_fields.parquet"
+            if not path.exists():
+                return None
+            rows = pl.read_parquet(path).filter((pl.col("document_key") == KEY) & (pl.col("field") == "p_value"))
+            return rows.height and rows["provenance"][0] == "reviewer_approved"
+
+        # a decision merged while the aggregates are being written is caught up by aggregates_freshness_sensor
+        _wait("the approval in the exports", approved_in_exports, log)
+
+        page.click("#field-n_control a >> nth=0")
+        page.fill("#correct-value", "29")
+        page.fill("#correct-form input[name=note]", "one infant excluded after randomisation")
+        page.click("#correct")
+        page.wait_for_selector("text=correct recorded for n_control by Ana Reviewer")
+        assert page.inner_text("#field-n_control [data-provenance]") == "reviewer_corrected"
+        assert page.inner_text("#selected-field") != "n_control"  # on to the next field needing a person
+        page.click("#field-n_control a >> nth=0")
+        audit = page.inner_text("#audit")
+        assert "Ana Reviewer" in audit and "correct → 29" in audit
+        _shoot(page, "review-decided.png")
+
+        # the review sensor merges the decisions; the automation sensor refreshes completion and exports
+        def exported():
+            path = tmp_path / "exports" / "atlas_fields.parquet"
+            if not path.exists():
+                return None
+            fields = pl.read_parquet(path).filter(pl.col("document_key") == KEY)
+            rows = {row["field"]: row for row in fields.iter_rows(named=True)}
+            corrected = rows.get("n_control", {})
+            return rows if corrected.get("provenance") == "reviewer_corrected" else None
+
+        rows = _wait("the corrected value in the exports", exported, log)
+        assert (rows["n_control"]["final_value"], rows["n_control"]["model_value"]) == ("29", "30")
+        assert rows["n_control"]["decided_by"] == "Ana Reviewer"
+        assert rows["p_value"]["provenance"] == "reviewer_approved" and rows["p_value"]["final_value"] == "0.006"
+        completion = _wait(
+            "decisions counted",
+            lambda: (
+                (c := json.loads((tmp_path / "artifacts" / "aggregates" / "task_completion.json").read_text()))
+                and c["decisions"] == 2
+                and c
+            ),
+            log,
+        )
+        assert completion["fields_by_provenance"]["reviewer_corrected"] == 1
+        assert completion["fields_by_provenance"]["reviewer_approved"] == 1
+        assert completion["documents_awaiting_review"] == 1  # the not-reported fields still wait for a person
+        finished = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+        review_runs = _wait(
+            "the review runs to finish",
+            lambda: (
+                (runs := instance.get_runs(dg.RunsFilter(job_name="review_job")))
+                and all(run.status in finished for run in runs)
+                and runs
+            ),
+            log,
+        )
+        assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in review_runs)
+
+        # the header's search box: the corrected value is found, and leads to the document's review
+        _wait("the search index", lambda: latest_metadata(instance, "search_index"), log)
+        page.fill("header input[name=q]", '"grape juice"')
+        page.press("header input[name=q]", "Enter")
+        page.wait_for_selector("table.hits")
+        hit = page.locator(f'table.hits a[href="/documents/{KEY}"]')
+        assert hit.count() == 1 and page.locator("table.hits mark").count() >= 1
+        _shoot(page, "review-search.png")
+        hit.click()
+        assert page.inner_text("#selected-field")
+
+        # a document uploaded on the page lands in the knowledge base; its status changes on the list as it runs
+        page.goto(site + "/")
+        page.set_input_files("input[name=documents]", str(corpus_file("html/plos_one_article.html")))
+        page.click("text=Upload to the knowledge base")
+        page.wait_for_selector("text=added uploads/plos_one_article.html")
+        assert (kb / "uploads" / "plos_one_article.html").exists()
+        key = _wait(
+            "the uploaded document's partition",
+            lambda: next((k for k in instance.get_dynamic_partitions("documents") if "plos" in k), None),
+            log,
+        )
+        page.reload()
+        status = page.locator(f'tr[data-key="{key}"] [data-status]')
+        seen = {status.inner_text()}
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline and not seen & {"done", "partial", "incomplete", "failed"}:
+            time.sleep(0.5)  # the page refreshes its statuses by itself
+            seen.add(status.inner_text())
+        assert seen & {"done", "partial", "incomplete", "failed"}, seen
+        assert seen & {"pending", "extracting"}, seen  # it was seen waiting or running first

@@ -1,0 +1,184 @@
+"""The knowledge-base scan: new, unchanged, edited, removed, restored, renamed and duplicate documents."""
+
+import os
+
+import pytest
+
+from atlas_pipeline.knowledge.catalog import Catalog, load_catalog, load_entry, refresh_catalog, save_catalog, scan
+from atlas_pipeline.knowledge.listing import KnowledgeBase
+from atlas_pipeline.knowledge.partition_keys import MAX_KEY_LENGTH, is_safe_key, make_key, slug_for
+from atlas_pipeline.store.files import Store
+from atlas_pipeline_tests.support.corpus import copy_into
+
+RCT_A = "rct/PMC1216327.pdf"
+RCT_B = "rct/PMC3508963.pdf"
+
+
+def counting_reader(kb: KnowledgeBase):
+    reads: list[str] = []
+
+    def read(path: str) -> tuple[str, int]:
+        reads.append(path)
+        return kb.sha256(path)
+
+    return read, reads
+
+
+def test_new_then_unchanged_reads_nothing(knowledge_base, tmp_path):
+    copy_into(knowledge_base, RCT_A, RCT_B)
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256)
+    assert sorted(first.new) == ["PMC1216327.pdf", "PMC3508963.pdf"]
+    read, reads = counting_reader(kb)
+    second = scan(first.catalog, kb.list(), read)
+    assert not second.changed and reads == []
+    assert second.catalog == first.catalog
+
+
+def test_edit_keeps_key_and_changes_fingerprint(knowledge_base):
+    (path,) = copy_into(knowledge_base, RCT_A)
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256)
+    before = first.catalog.entries["PMC1216327.pdf"]
+    path.write_bytes(path.read_bytes() + b"\n% appended revision\n")
+    os.utime(path, (1_900_000_000, 1_900_000_000))
+    second = scan(first.catalog, kb.list(), kb.sha256)
+    after = second.catalog.entries["PMC1216327.pdf"]
+    assert second.edited == ["PMC1216327.pdf"] and not second.new
+    assert after.sha256 != before.sha256 and after.run_key != before.run_key
+    assert after.run_key == f"PMC1216327.pdf:{after.sha256[:16]}"
+
+
+def test_touch_without_change_is_not_an_edit(knowledge_base):
+    (path,) = copy_into(knowledge_base, RCT_A)
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256)
+    os.utime(path, (1_900_000_000, 1_900_000_000))
+    second = scan(first.catalog, kb.list(), kb.sha256)
+    assert not second.edited and not second.new
+
+
+def test_removed_source_is_flagged_not_deleted_and_can_come_back(knowledge_base):
+    (path,) = copy_into(knowledge_base, RCT_A)
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256)
+    data = path.read_bytes()
+    path.unlink()
+    second = scan(first.catalog, kb.list(), kb.sha256)
+    assert second.removed == ["PMC1216327.pdf"]
+    assert second.catalog.entries["PMC1216327.pdf"].removed is True
+    assert second.catalog.active() == []
+    path.write_bytes(data)
+    third = scan(second.catalog, kb.list(), kb.sha256)
+    assert third.restored == ["PMC1216327.pdf"] and not third.new
+    assert third.catalog.entries["PMC1216327.pdf"].removed is False
+
+
+def test_duplicate_bytes_are_one_document(knowledge_base):
+    copy_into(knowledge_base, RCT_A)
+    copy_into(knowledge_base / "copies", RCT_A, rename={RCT_A: "same paper (copy).pdf"})
+    kb = KnowledgeBase(str(knowledge_base))
+    result = scan(Catalog(), kb.list(), kb.sha256)
+    assert list(result.catalog.entries) == ["PMC1216327.pdf"]
+    assert result.duplicates == [("copies/same paper (copy).pdf", "PMC1216327.pdf")]
+    entry = next(iter(result.catalog.entries.values()))
+    assert len(entry.aliases) == 1
+    # the next scan reads neither file and reports nothing: a known copy is not news
+    read, reads = counting_reader(kb)
+    unchanged = scan(result.catalog, kb.list(), read)
+    assert reads == [] and not unchanged.changed and unchanged.duplicates == []
+    # removing the first copy keeps the document through the other one, and that is a change
+    (knowledge_base / entry.source_path).unlink()
+    again = scan(unchanged.catalog, kb.list(), kb.sha256)
+    kept = again.catalog.entries[entry.key]
+    assert not kept.removed and kept.source_path == entry.aliases[0] and again.removed == []
+    assert again.moved == [entry.key] and again.changed
+    read, reads = counting_reader(kb)
+    assert not scan(again.catalog, kb.list(), read).changed and reads == []
+
+
+def test_rename_keeps_the_key(knowledge_base):
+    (path,) = copy_into(knowledge_base, RCT_A)
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256)
+    path.rename(knowledge_base / "renamed.pdf")
+    second = scan(first.catalog, kb.list(), kb.sha256)
+    assert list(second.catalog.entries) == ["PMC1216327.pdf"]
+    entry = second.catalog.entries["PMC1216327.pdf"]
+    assert entry.source_path == "renamed.pdf" and not entry.removed and not second.new
+
+
+def test_budget_defers_work_to_the_next_scan(knowledge_base):
+    for number in range(30):
+        (knowledge_base / f"note-{number:03}.txt").write_text(f"note {number}\n")
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256, budget_seconds=0.0)
+    assert first.deferred == 30 and first.new == []
+    second = scan(first.catalog, kb.list(), kb.sha256)
+    assert len(second.new) == 30 and second.deferred == 0
+
+
+def test_hidden_and_partial_files_are_not_documents(knowledge_base):
+    (knowledge_base / ".DS_Store").write_bytes(b"x")
+    (knowledge_base / "download.pdf.part").write_bytes(b"%PDF-")
+    (knowledge_base / "paper.txt").write_text("text")
+    assert [f.path for f in KnowledgeBase(str(knowledge_base)).list()] == ["paper.txt"]
+
+
+def test_refresh_persists_the_catalog(knowledge_base, tmp_path):
+    copy_into(knowledge_base, RCT_A)
+    store = Store(str(tmp_path / "artifacts"))
+    result = refresh_catalog(KnowledgeBase(str(knowledge_base)), store)
+    assert load_catalog(store) == result.catalog
+
+
+def test_two_scanners_at_once_lose_nothing_and_runs_read_one_entry(knowledge_base, tmp_path):
+    """The sensor and `atlas run` scan together: each read the catalog before the other saved. Both saves keep
+    every entry (per entry, the later change wins), and a run reads its document's own entry file."""
+    store = Store(str(tmp_path / "artifacts"))
+    kb = KnowledgeBase(str(knowledge_base))
+    stale = load_catalog(store)  # the second scanner's read, before anything was saved
+    copy_into(knowledge_base, RCT_A)
+    first = refresh_catalog(kb, store)
+    (key_a,) = first.new
+    copy_into(knowledge_base, RCT_B)
+    second = scan(stale, kb.list(), kb.sha256)  # knows both files, from an empty catalog
+    assert set(second.new) == {key_a, "PMC3508963.pdf"}
+    (tmp_path / "kb" / "PMC1216327.pdf").write_bytes(b"%PDF-1.4 edited after the second scanner read it")
+    edited = refresh_catalog(kb, store)
+    assert edited.edited == [key_a]
+    save_catalog(store, second.catalog, second.new)  # the slower scanner saves last
+    saved = load_catalog(store)
+    assert set(saved.entries) == {key_a, "PMC3508963.pdf"}
+    assert saved.entries[key_a].sha256 == edited.catalog.entries[key_a].sha256  # the later change won
+    assert load_entry(store, key_a) == saved.entries[key_a]
+    assert load_entry(store, "PMC3508963.pdf") == saved.entries["PMC3508963.pdf"]
+    assert store.exists(f"catalog/entries/{key_a}.json") and load_entry(store, "NOPE.pdf") is None
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("PMC1216327.pdf", "PMC1216327.pdf"),
+        ("dir/Étude clinique, phase 2.pdf", "Etude-clinique-phase-2.pdf"),
+        ("../../etc/passwd", "passwd"),
+        ("a/..hidden...pdf", "hidden.pdf"),
+        ("sub/日本語.pdf", "pdf"),
+        ("weird\n\tname\x00.txt", "weird-name-.txt"),
+        ("///", "document"),
+    ],
+)
+def test_slugs_are_readable_and_safe(path, expected):
+    assert slug_for(path) == expected
+    assert is_safe_key(slug_for(path))
+
+
+def test_keys_are_unique_stable_and_bounded():
+    taken: set[str] = set()
+    first = make_key("a/report.pdf", taken)
+    taken.add(first)
+    second = make_key("b/report.pdf", taken)
+    assert first == "report.pdf" and second.startswith("report.pdf-") and second != first
+    assert make_key("b/report.pdf", taken) == second  # deterministic for the same path
+    long_key = make_key("x" * 500 + ".pdf", set())
+    assert len(long_key) <= MAX_KEY_LENGTH and is_safe_key(long_key)
