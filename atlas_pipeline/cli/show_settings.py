@@ -1,18 +1,22 @@
-"""`atlas settings`: every `ATLAS_*` variable with its current value."""
+"""`atlas settings`: every `ATLAS_*` variable with its current value, group by group."""
 
 from __future__ import annotations
 
 import argparse
 
-from atlas_pipeline.config.settings import describe_settings, load_settings
+from atlas_pipeline.config.settings import SETTING_GROUPS, describe_settings, load_settings
 
 
 def command_settings(args: argparse.Namespace) -> int:
-    """Every ATLAS_* variable with its current value."""
+    """Every ATLAS_* variable with its current value, group by group."""
     current = load_settings()
-    for variable, _default, description in describe_settings():
-        value = getattr(current, variable.removeprefix("ATLAS_").lower())
+    group = None
+    for row in describe_settings():
+        if row.group != group:
+            print(f"{'' if group is None else chr(10)}# {row.group}: {SETTING_GROUPS[row.group][0]}")
+            group = row.group
+        value = getattr(current, row.variable.removeprefix("ATLAS_").lower())
         if hasattr(value, "get_secret_value"):
             value = "(set)" if value.get_secret_value() else "(empty)"
-        print(f"{variable:<34} {value!s:<40} {description}")
+        print(f"{row.variable:<34} {value!s:<40} {row.description}")
     return 0

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -358,6 +358,102 @@ class AtlasSettings(BaseSettings):
         return frozenset(filter(None, self.review_accept_tiers.split(",")))
 
 
+# The settings by group: what each part of a deployment is built from (``atlas_pipeline.deployment`` turns a group
+# into the value objects its library package owns). Every setting is in exactly one group (``test_settings``).
+SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "deployment": (
+        "Where the documents, artifacts and exports are, and what is extracted from them",
+        ("knowledge_base", "artifacts", "exports", "seeds_dir", "rule", "postprocess_mode"),
+    ),
+    "parsing": (
+        "Parsing here, on the CPU: OCR, the PDF engine, limits per document",
+        (
+            "ocr",
+            "ocr_language",
+            "ocr_max_text_chars",
+            "pdf_engine",
+            "max_document_mb",
+            "parse_timeout_seconds",
+            "parse_memory_mb",
+        ),
+    ),
+    "providers": (
+        "Parsing providers (MinerU, docling-serve) and who parses what",
+        (
+            "parser",
+            "tables_parser",
+            "mineru_url",
+            "mineru_api",
+            "mineru_token",
+            "mineru_backend",
+            "mineru_language",
+            "docling_url",
+            "docling_api_key",
+            "docling_table_mode",
+            "docling_ocr",
+            "provider_timeout_seconds",
+            "provider_max_seconds",
+            "provider_max_retries",
+            "provider_backoff_seconds",
+            "provider_poll_seconds",
+            "provider_max_mb",
+            "provider_version",
+        ),
+    ),
+    "llm": (
+        "The OpenAI-compatible endpoint: model, limits, requests in flight, the Batch API, prices",
+        (
+            "llm_base_url",
+            "llm_model",
+            "llm_api_key",
+            "llm_timeout_seconds",
+            "llm_max_retries",
+            "llm_backoff_seconds",
+            "llm_structured_output",
+            "llm_max_tokens",
+            "llm_concurrency",
+            "llm_requests_per_minute",
+            "llm_tokens_per_minute",
+            "llm_batch",
+            "llm_batch_poll_seconds",
+            "llm_gate_dir",
+            "llm_prices",
+        ),
+    ),
+    "review": (
+        "People: the review page, the workbook inbox, the acceptance policy, the gold file",
+        (
+            "reviewer",
+            "review_port",
+            "review_inbox",
+            "review_accept_tiers",
+            "review_interval_seconds",
+            "gold",
+            "gold_tolerance",
+        ),
+    ),
+    "sources": (
+        "Collectors that fill the knowledge base from feeds and sites",
+        ("sources", "sources_user_agent", "sources_interval_seconds", "sources_backlog_threshold"),
+    ),
+    "search": ("The full-text index", ("search_backend", "search_sqlite")),
+    "runtime": (
+        "Dagster: the instance, sensors, the executor, the local web servers",
+        (
+            "instance_config",
+            "sensor_interval_seconds",
+            "sensor_max_runs_per_tick",
+            "sensor_scan_budget_seconds",
+            "automation_interval_seconds",
+            "executor",
+            "executor_config",
+            "trusted_hosts",
+        ),
+    ),
+}
+SETTING_GROUP = {name: group for group, (_, names) in SETTING_GROUPS.items() for name in names}
+
+
 def setting_default(name: str) -> Any:
     """The default of setting ``name``, for library classes that take the same knob (one definition of it)."""
     return AtlasSettings.model_fields[name].get_default(call_default_factory=True)
@@ -411,12 +507,21 @@ def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
         raise SettingsError("invalid Atlas settings: " + "; ".join(problems)) from None
 
 
-def describe_settings() -> list[tuple[str, str, str]]:
-    """(variable, default, description) for every setting: ``atlas settings`` and the check of docs/configuration.md."""
+class SettingRow(NamedTuple):
+    group: str
+    variable: str
+    default: str
+    description: str
+
+
+def describe_settings() -> list[SettingRow]:
+    """Every setting, group by group: ``atlas settings`` and the check of docs/configuration.md."""
     rows = []
-    for name, field in AtlasSettings.model_fields.items():
-        default = "(project seeds/)" if name == "seeds_dir" else field.default
-        if isinstance(default, SecretStr):
-            default = "(empty)"
-        rows.append((ENV_PREFIX + name.upper(), str(default), field.description or ""))
+    for group, (_, names) in SETTING_GROUPS.items():
+        for name in names:
+            field = AtlasSettings.model_fields[name]
+            default = "(project seeds/)" if name == "seeds_dir" else field.default
+            if isinstance(default, SecretStr):
+                default = "(empty)"
+            rows.append(SettingRow(group, ENV_PREFIX + name.upper(), str(default), field.description or ""))
     return rows

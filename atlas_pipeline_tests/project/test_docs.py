@@ -46,6 +46,13 @@ def test_the_documentation_site_builds_strictly(tmp_path):
 def test_the_configuration_page_lists_every_setting_and_no_other():
     page = (PROJECT_ROOT / "docs" / "configuration.md").read_text()
     rows = re.findall(r"^\| `(ATLAS_[A-Z0-9_]+)` \|", page, re.MULTILINE)
-    settings = [variable for variable, _, _ in describe_settings()]
+    settings = [row.variable for row in describe_settings()]
     assert sorted(set(settings) - set(rows)) == [], "settings missing from docs/configuration.md"
     assert sorted(set(rows) - set(settings)) == [], "rows for settings that do not exist"
+    sections = re.split(r"^## ", page, flags=re.MULTILINE)[1:]
+    documented = {
+        variable: section.split("\n", 1)[0].strip().lower()
+        for section in sections
+        for variable in re.findall(r"^\| `(ATLAS_[A-Z0-9_]+)` \|", section, re.MULTILINE)
+    }
+    assert {row.variable: row.group for row in describe_settings()} == documented, "a setting under another group"

@@ -2,7 +2,13 @@ from pathlib import Path
 
 import pytest
 
-from atlas_pipeline.config.settings import SettingsError, load_settings
+from atlas_pipeline.config.settings import (
+    SETTING_GROUPS,
+    AtlasSettings,
+    SettingsError,
+    describe_settings,
+    load_settings,
+)
 
 
 def test_defaults_resolve_to_absolute_local_paths(tmp_path, monkeypatch):
@@ -54,3 +60,9 @@ def test_a_parsing_provider_chosen_without_its_address_stops_at_start_up():
         load_settings({"ATLAS_MINERU_TOKEN": 123})
     settings = load_settings({"ATLAS_PARSER": "mineru", "ATLAS_MINERU_URL": "http://gpu-host:8000/"})
     assert settings.mineru_url == "http://gpu-host:8000"
+
+
+def test_every_setting_is_in_exactly_one_group():
+    listed = [name for _, names in SETTING_GROUPS.values() for name in names]
+    assert sorted(listed) == sorted(AtlasSettings.model_fields), "a setting in no group, in two, or one that is gone"
+    assert [row.group for row in describe_settings()][:1] == ["deployment"]
