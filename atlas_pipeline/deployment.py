@@ -9,6 +9,7 @@ providers, llm, review, search). Nothing here imports Dagster.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,7 +103,9 @@ class Deployment:
         """The version extractions are made with now (see ``extraction.version``)."""
         rule = self.load_rule()
         parser = self.parser_choice().describe()
-        return extraction_version(self.load_template(), rule, self.mode(rule), self.settings.llm_model, parser)
+        settings = self.settings
+        model, second = settings.llm_model, settings.llm_second_model
+        return extraction_version(self.load_template(), rule, self.mode(rule), model, parser, second)
 
     # the parsing group
 
@@ -199,6 +202,29 @@ class Deployment:
         config, table = self.llm_config(), self.price_table()
         batch = self.batch_queue(cache) if self.settings.llm_batch and cache is not None else None
         return LLMClient(config, cache, price=table.price_of(config.model), currency=table.currency, batch=batch)
+
+    def second_llm_config(self) -> LLMConfig | None:
+        """The second, independent extractor (``ATLAS_LLM_SECOND_*``), or None when one extractor is declared: its
+        model, on its own endpoint or the first's, with the first's limits."""
+        settings = self.settings
+        if not settings.llm_second_model:
+            return None
+        first = self.llm_config()
+        base_url = settings.llm_second_base_url or first.base_url
+        key = settings.llm_second_api_key.get_secret_value()
+        if not key and base_url == first.base_url:
+            key = first.api_key
+        return dataclasses.replace(first, model=settings.llm_second_model, base_url=base_url, api_key=key)
+
+    def second_llm_client(self, cache: Store | None) -> LLMClient | None:
+        """The second extractor's client (its answers cached and accounted on their own), or None."""
+        from atlas_pipeline.extraction.llm import LLMClient
+
+        config = self.second_llm_config()
+        if config is None:
+            return None
+        table = self.price_table()
+        return LLMClient(config, cache, price=table.price_of(config.model), currency=table.currency)
 
     def batch_queue(self, store: Store) -> BatchQueue:
         """The Batch API queue kept in the artifact store (``extraction.batches``)."""

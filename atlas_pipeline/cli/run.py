@@ -22,6 +22,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
     from atlas_pipeline.deployment import Deployment
+    from atlas_pipeline.extraction.modes import agreement_summary
     from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
@@ -51,6 +52,9 @@ def command_run(args: argparse.Namespace) -> int:
             f"llm:            {settings.llm_model}, {settings.llm_concurrency} request(s) in flight at most, "
             f"{batch} document(s) a run"
         )
+        if settings.llm_second_model:
+            endpoint = settings.llm_second_base_url or "the same endpoint"
+            print(f"second extractor: {settings.llm_second_model} ({endpoint}); differences go to a person")
     scan = refresh_catalog(atlas.open_knowledge_base(), store)
     print(f"scan: {scan.summary()}")
     with dg.DagsterInstance.get() as instance:
@@ -94,6 +98,8 @@ def command_run(args: argparse.Namespace) -> int:
                     record = read_record(store, key, "extraction", ExtractionRecord)
                     if success and record is not None:
                         outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
+                        if record.second_model and record.agreement:
+                            outcome += f" ({agreement_summary(record.agreement, record.second_model)})"
                     else:
                         (state,) = document_states(instance, atlas, only=[key])
                         outcome = f"{state.status.value}: {state.reason}"

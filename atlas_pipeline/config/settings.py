@@ -184,6 +184,17 @@ class AtlasSettings(BaseSettings):
     llm_api_key: SecretStr = Field(
         SecretStr(""), description="API key (never logged or stored; local servers accept any value)."
     )
+    llm_second_model: str = Field(
+        "",
+        description="A second, independent extractor: this model extracts every document too, with the fields in "
+        "another order and no sight of the first answer; a value the two do not agree on goes to a person (empty: "
+        "one extractor). May be the same model as ATLAS_LLM_MODEL.",
+    )
+    llm_second_base_url: str = Field("", description="Endpoint of the second extractor (empty: ATLAS_LLM_BASE_URL).")
+    llm_second_api_key: SecretStr = Field(
+        SecretStr(""),
+        description="API key of the second extractor's endpoint (never logged or stored; empty: ATLAS_LLM_API_KEY).",
+    )
     llm_timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of one LLM request.")
     llm_max_retries: int = Field(4, ge=0, le=20, description="Retries of transient LLM errors (429, 5xx, timeouts).")
     llm_backoff_seconds: float = Field(
@@ -334,7 +345,7 @@ class AtlasSettings(BaseSettings):
             raise ValueError(f"unknown tier(s) {', '.join(unknown)}: only verified and not_reported may be accepted")
         return ",".join(tiers)
 
-    @field_validator("mineru_url", "docling_url")
+    @field_validator("mineru_url", "docling_url", "llm_second_base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         value = value.strip().rstrip("/")
@@ -351,6 +362,11 @@ class AtlasSettings(BaseSettings):
                 raise ValueError("the hosted MinerU API needs ATLAS_MINERU_TOKEN")
             if chosen == "docling" and not self.docling_url:
                 raise ValueError("ATLAS_PARSER/ATLAS_TABLES_PARSER is docling but ATLAS_DOCLING_URL is not set")
+        if self.llm_second_model and self.llm_batch:
+            raise ValueError(
+                "ATLAS_LLM_SECOND_MODEL with ATLAS_LLM_BATCH: a second extractor through the Batch API is not "
+                "supported yet (unset one of them)"
+            )
         return self
 
     @property
@@ -406,6 +422,9 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "llm_base_url",
             "llm_model",
             "llm_api_key",
+            "llm_second_model",
+            "llm_second_base_url",
+            "llm_second_api_key",
             "llm_timeout_seconds",
             "llm_max_retries",
             "llm_backoff_seconds",

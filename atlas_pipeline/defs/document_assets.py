@@ -30,7 +30,7 @@ from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.parsing.document_parse import load_markdown, parse_snapshot
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import provenance_path
-from atlas_pipeline.store.records import ParseRecord, Problem, SnapshotRecord, read_record
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, Problem, SnapshotRecord, read_record
 
 GROUP = "documents"
 PREVIEW_CHARS = 1500
@@ -218,6 +218,17 @@ with warnings.catch_warnings():  # per-partition checks are a Dagster preview fe
 _SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
 
 
+def _agreement_metadata(record: ExtractionRecord) -> dict:
+    """Two extractors: the second's model, the values per agreement state and what each extractor cost."""
+    if not record.second_model:
+        return {}
+    return {
+        "second_model": record.second_model,
+        **{f"values_{state}": count for state, count in record.agreement.items()},
+        "extractors": dg.MetadataValue.json(record.extractors),
+    }
+
+
 def _check_metadata(outcome: CheckResult) -> dict:
     return {
         key: dg.MetadataValue.json(value) if isinstance(value, list | dict) else value
@@ -256,13 +267,16 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         mode = deployment.mode(rule)
         version = deployment.extraction_version()
         client = deployment.llm_client(cache=store) if mode == "llm" and deployment.llm_configured else None
+        second = deployment.second_llm_client(cache=store) if client is not None else None
         checks: dict[str, list[CheckResult]] = {}
         batch = DocumentBatch(context)
 
         def extract(key: str) -> tuple[dict, str]:
             snapshot = _require(read_record(store, key, "snapshot", SnapshotRecord), "the snapshot", key)
             parse = _require(read_record(store, key, "parse", ParseRecord), "the parse", key)
-            record = extract_document(store, snapshot, parse, template, rule, mode=mode, llm=client, version=version)
+            record = extract_document(
+                store, snapshot, parse, template, rule, mode=mode, llm=client, version=version, second=second
+            )
             if batch.single:  # a batch logs one summary: each log line is an event to store
                 context.log.info(f"{key}: {record.status.value}: {record.reason}")
             checks[key] = document_checks(record)
@@ -288,6 +302,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "extraction": _artifact(store, record.extraction_path),
                 "fields_needing_review": ", ".join(fields_needing_review(record)) or "none",
                 "consistency_violations": len(record.violations),
+                **_agreement_metadata(record),
                 "review_page": atlas.review_link(key),
             }
             return metadata, f"{record.sha256}:{record.extraction_version}"

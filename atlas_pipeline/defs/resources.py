@@ -37,6 +37,7 @@ class AtlasResource(dg.ConfigurableResource):
     mineru_token: str = ""
     docling_api_key: str = ""
     llm_api_key: str = ""
+    llm_second_api_key: str = ""
 
     @classmethod
     def from_settings(cls, settings: AtlasSettings) -> AtlasResource:

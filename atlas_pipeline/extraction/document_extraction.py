@@ -45,13 +45,16 @@ def extract_document(
     mode: str = "skip",
     llm: LLMClient | None = None,
     version: ExtractionVersion | None = None,
+    second: LLMClient | None = None,
 ) -> ExtractionRecord:
     """Apply the rule to a parsed document: skip mode writes the JSON wrapper, llm mode extracts and grades every
-    field against the document. Document problems and LLM failures become statuses with reasons."""
+    field against the document (``second``: a second, independent extractor whose answer is set beside the first,
+    ``extraction.dual``). Document problems and LLM failures become statuses with reasons."""
     started = time.perf_counter()
     if version is None:  # the default parser's (a deployment passes its own: ``AtlasResource.extraction_version``)
         parser = ParserChoice(LocalParser()).describe()
-        version = extraction_version(template, rule, mode, llm.config.model if llm else "", parser)
+        model, second_model = (llm.config.model if llm else ""), (second.config.model if second else "")
+        version = extraction_version(template, rule, mode, model, parser, second_model)
     record = ExtractionRecord(
         key=snapshot.key,
         sha256=snapshot.sha256,
@@ -83,7 +86,7 @@ def extract_document(
             markdown=lambda: load_markdown(store, parse),
             tables=lambda: load_tables(store, parse),
         )
-        output = mode_for(mode, llm).run(inputs, record)
+        output = mode_for(mode, llm, second).run(inputs, record)
         if output is not None:
             record.extraction_path = layout.extraction_output_path(snapshot.key)
             store.write_json(record.extraction_path, output)

@@ -39,11 +39,12 @@ def _short_hash(text: str) -> str:
 
 
 def extraction_version(
-    template: Template, rule: Rule, mode: str, model: str = "", parser: str = ""
+    template: Template, rule: Rule, mode: str, model: str = "", parser: str = "", second_model: str = ""
 ) -> ExtractionVersion:
     """The version of extractions made with this template (custom fields included), rule, mode and ``parser`` (who
     parses a PDF and the parser fingerprint: another parser gives another text, so extractions made from the old
-    one are stale) — and, in llm mode, model, strategy, custom instructions, prompt and grading."""
+    one are stale) — and, in llm mode, model (and the second extractor's, when one is declared), strategy, custom
+    instructions, prompt and grading."""
     parts = {"template": template.content_hash, "mode": mode}
     if parser:
         parts["parser"] = parser
@@ -55,6 +56,8 @@ def extraction_version(
             "prompt": PROMPT_VERSION,
             "grading": GRADING_VERSION,
         }
+        if second_model:
+            parts["second_model"] = second_model
     else:
         parts["wrapper"] = SKIP_WRAPPER_VERSION
     material = json.dumps(parts, sort_keys=True)

@@ -26,6 +26,7 @@ from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.grading.text import BOUNDARY, tokenize
 
 AgreementState = Literal["agreed", "disagreed", "only_one", "neither"]
+AGREEMENT_STATES: tuple[AgreementState, ...] = ("agreed", "disagreed", "only_one", "neither")
 KAPPA_KINDS = frozenset({"label", "boolean", "judgment"})
 
 
@@ -75,7 +76,8 @@ def agreement_state(first: Any, second: Any, kind: str = "text") -> AgreementSta
 @dataclass(frozen=True)
 class ValueAgreement:
     """One value of the document as two extractors gave it. ``field``: the field's name as extractor A numbered it
-    (``outcomes[2].mean_intervention``), or B's when only B found the entry; ``second_field``: B's name for it."""
+    (``outcomes[2].mean_intervention``; an entry only B found is numbered after A's); ``second_field``: B's name for
+    it ("" when B has no such entry)."""
 
     field: str
     state: AgreementState
@@ -132,15 +134,18 @@ def compare_extractions(
         results.append(ValueAgreement(name, agreement_state(a, b, definition.kind), a, b, name))
     for module in template.groups:
         mine, theirs = _entries(first, module.name), _entries(second, module.name)
+        added = max(mine, default=-1)  # an entry only B found is numbered after A's
         for a_number, b_number in match_entries(mine, theirs, list(module.identity)):
+            if a_number is None:
+                added += 1
+            number = a_number if a_number is not None else added
             a_entry = mine.get(a_number, {}) if a_number is not None else {}
             b_entry = theirs.get(b_number, {}) if b_number is not None else {}
             for definition in module.fields:
-                a_name = f"{module.name}[{a_number}].{definition.name}" if a_number is not None else ""
                 b_name = f"{module.name}[{b_number}].{definition.name}" if b_number is not None else ""
                 a, b = a_entry.get(definition.name), b_entry.get(definition.name)
                 state = agreement_state(a, b, definition.kind)
-                results.append(ValueAgreement(a_name or b_name, state, a, b, b_name))
+                results.append(ValueAgreement(f"{module.name}[{number}].{definition.name}", state, a, b, b_name))
     return results
 
 

@@ -63,6 +63,7 @@ class FieldResult:
     chunk: int | None = None  # chunked strategy: the chunk (1-based) the kept value came from
     candidates: list[dict[str, Any]] = field(default_factory=list)  # chunked: other chunks' differing values
     raw_value: Any = None  # the model's value as it gave it, when cleaning its markup changed it
+    agreement: str = ""  # two extractors: agreed | disagreed | only_one | neither (``grading.agreement``)
 
     @property
     def needs_review(self) -> bool:

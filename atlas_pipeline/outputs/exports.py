@@ -138,6 +138,8 @@ FIELD_SCHEMA = {
     "method": pl.String,
     "note": pl.String,
     "flags": pl.String,
+    "agreement": pl.String,  # two extractors: agreed | disagreed | only_one | neither (``extraction.dual``)
+    "second_value": pl.String,  # the second extractor's value where the two differ
     "chunk": pl.Int64,
     "sha256": pl.String,
     "extraction_version": pl.String,
@@ -162,6 +164,11 @@ def with_added(record: ExtractionRecord, review: DocumentReview | None) -> list[
     """The extracted fields, then the values a person added (entries of a group the model missed)."""
     added = [(name, {"module": final.module}) for name, final in (review.fields.items() if review else [])]
     return [*record.fields.items(), *((name, field) for name, field in added if name not in record.fields)]
+
+
+def _second_value(field: dict) -> str | None:
+    others = [c for c in field.get("candidates") or [] if c.get("extractor")]
+    return _text(others[-1].get("value")) if others else None
 
 
 def field_rows(states: list[DocumentState]) -> list[dict]:
@@ -205,6 +212,8 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "method": field.get("method"),
                     "note": field.get("note") or None,
                     "flags": "; ".join(field.get("flags") or []) or None,
+                    "agreement": field.get("agreement") or None,
+                    "second_value": _second_value(field),
                     "chunk": field.get("chunk"),
                     "sha256": record.sha256,
                     "extraction_version": record.extraction_version,

@@ -31,6 +31,9 @@ def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Deci
         "quote": final.quote,
         "note": extracted.get("note") or "",
         "flags": final.flags,
+        "agreement": extracted.get("agreement") or "",
+        # another extractor's value where the two differ (``extraction.dual``): a person may take it as it is
+        "candidates": [c for c in extracted.get("candidates") or [] if c.get("extractor")],
         "needs_person": final.provenance in NEEDS_PERSON,
         "history": list(reversed(history)),
     }

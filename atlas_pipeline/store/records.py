@@ -109,6 +109,9 @@ class ExtractionRecord(BaseModel):
     chunks: int = 0
     answer_parts: list[str] = Field(default_factory=list)  # an answer too long for one request: what was asked how
     llm_model: str = ""
+    second_model: str = ""  # the second, independent extractor (``extraction.dual``), when one is declared
+    agreement: dict[str, int] = Field(default_factory=dict)  # values per agreement state of the two extractors
+    extractors: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each extractor's requests, tokens, cost
     llm_calls: int = 0
     llm_cache_hits: int = 0
     prompt_tokens: int = 0

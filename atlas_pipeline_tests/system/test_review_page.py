@@ -222,3 +222,68 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
             seen.add(status.inner_text())
         assert seen & {"done", "partial", "incomplete", "failed"}, seen
         assert seen & {"pending", "extracting"}, seen  # it was seen waiting or running first
+
+
+def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
+    """Two extractors (``ATLAS_LLM_SECOND_MODEL``) by `atlas run`: on the page a reviewer takes model B's value for one
+    difference and enters a value of their own for another; `atlas run` merges both into the exports."""
+    home, kb = tmp_path / "home", tmp_path / "kb"
+    home.mkdir()
+    kb.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    shutil.copyfile(corpus_file(f"rct/{KEY}"), kb / KEY)
+    review_port = free_port()
+    (tmp_path / "b").mkdir()
+    with scripted_openai_server(tmp_path) as first, scripted_openai_server(tmp_path / "b") as second:
+        first.script(default={"content": answer()})
+        second.script(
+            default={
+                "content": answer(
+                    n_control={"value": 29, "quote": "30 were given colored and flavored water (WA)"},
+                    sd_control={"value": 27.0, "quote": "Water * | 26.5 | 27.4"},
+                )
+            }
+        )
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            **watched_folder_env(tmp_path, kb),
+            "ATLAS_LLM_BASE_URL": first.base_url,
+            "ATLAS_LLM_MODEL": "model-a",
+            "ATLAS_LLM_SECOND_MODEL": "model-b",
+            "ATLAS_LLM_SECOND_BASE_URL": second.base_url,
+            "ATLAS_REVIEW_PORT": str(review_port),
+        }
+        ran = subprocess.run([str(BIN / "atlas"), "run"], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert ran.returncode in (0, 1), ran.stdout + ran.stderr
+        assert f"{KEY}: " in ran.stdout and "with model B (model-b)" in ran.stdout, ran.stdout
+        with review_server(env, review_port, tmp_path) as site, browser_page() as page:
+            page.goto(f"{site}/documents/{KEY}?field=n_control")
+            page.fill("#reviewer-name", "Ana Reviewer")
+            page.click('header form[action="/reviewer"] button')
+            page.goto(f"{site}/documents/{KEY}?field=n_control")
+            assert "model B (model-b) gives 29" in page.inner_text("main")
+            candidate = page.locator("#candidate-B")
+            assert (
+                "29" in candidate.inner_text() and "30 were given colored and flavored water" in candidate.inner_text()
+            )
+            _shoot(page, "review-two-extractors.png")
+            page.click("#use-candidate-B")  # the reviewer takes model B's value, with its quote
+            page.wait_for_selector("text=correct recorded for n_control by Ana Reviewer")
+            assert page.inner_text("#field-n_control [data-provenance]") == "reviewer_corrected"
+
+            page.goto(f"{site}/documents/{KEY}?field=sd_control")
+            assert "model B (model-b) gives 27" in page.inner_text("main")
+            page.fill("#correct-value", "27.4")  # neither model's value as it stands: the reviewer's own reading
+            page.click("#correct")
+            page.wait_for_selector("text=correct recorded for sd_control by Ana Reviewer")
+        merged = subprocess.run([str(BIN / "atlas"), "run"], env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert "review decisions merged for 1 document(s)" in merged.stdout, merged.stdout + merged.stderr
+    fields = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("document_key") == KEY)
+    rows = {row["field"]: row for row in fields.iter_rows(named=True)}
+    assert (rows["n_control"]["final_value"], rows["n_control"]["model_value"]) == ("29", "30")
+    assert rows["n_control"]["decided_by"] == "Ana Reviewer"
+    assert (rows["sd_control"]["final_value"], rows["sd_control"]["provenance"]) == ("27.4", "reviewer_corrected")
+    assert rows["n_treatment"]["provenance"] == "model_verified"  # agreed and verified: no person needed
+    assert (rows["n_treatment"]["agreement"], rows["n_treatment"]["second_value"]) == ("agreed", None)
+    assert (rows["sd_control"]["agreement"], rows["sd_control"]["second_value"]) == ("disagreed", "27.0")

@@ -90,7 +90,8 @@ def test_two_extractions_compared_field_by_field_and_entry_by_identity(template)
     assert pain.state == "disagreed" and pain.second_field == "outcomes[1].mean_intervention"  # matched by identity
     assert values["outcomes[1].events_intervention"].state == "agreed"
     assert values["outcomes[1].outcome"].second_field == "outcomes[0].outcome"
-    assert values["outcomes[2].outcome"].state == "only_one"  # an entry only B found keeps B's name
+    dropouts = values["outcomes[2].outcome"]  # an entry only B found: numbered after A's, B's own name beside it
+    assert dropouts.state == "only_one" and dropouts.second_field == "outcomes[2].outcome"
 
     statistics = {row.field: row for row in agreement_statistics([list(values.values())], template)}
     assert (statistics["n_control"].compared, statistics["n_control"].agreed) == (1, 0)
