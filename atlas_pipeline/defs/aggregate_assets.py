@@ -10,6 +10,7 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
 from atlas_pipeline.knowledge.duplicates import Member
+from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreement_rows
 from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.exports import write_exports
@@ -123,12 +124,13 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()
-    states = document_states(context.instance, atlas.deployment)
-    paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), atlas.deployment.load_template())
+    states, template = document_states(context.instance, atlas.deployment), atlas.deployment.load_template()
+    paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template)
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,
             "documents": len(states),
+            "agreement": dg.MetadataValue.md(agreement_markdown(agreement_rows(states, template))),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
         }
     )

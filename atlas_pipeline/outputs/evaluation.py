@@ -85,6 +85,8 @@ class FieldScore:
     extracted: int = 0
     correct: int = 0
     by_tier: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # tier → [n, ok]
+    # two extractors: agreement state (``grading.agreement``) → [n, ok]
+    by_agreement: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
 
     @property
     def accuracy(self) -> float | None:
@@ -109,6 +111,7 @@ class FieldScore:
             "recall": self.recall,
             "verified_precision": self.verified_precision,
             **{f"accuracy_{tier}": round(ok / n, 4) for tier, (n, ok) in sorted(self.by_tier.items()) if n},
+            **{f"accuracy_{state}": round(ok / n, 4) for state, (n, ok) in sorted(self.by_agreement.items()) if n},
         }
 
 
@@ -141,6 +144,7 @@ class Evaluation:
             "| field | gold | extracted | correct | accuracy | recall | verified precision | accuracy by tier |",
             "|---|---|---|---|---|---|---|---|",
         ]
+        lines[1:1] = self._agreement_lines()
         for row in self.rows():
             shown = [_percent(row[k]) for k in ("accuracy", "recall", "verified_precision")]
             tiers = self.scores[row["field"]].by_tier
@@ -148,6 +152,24 @@ class Evaluation:
             counts = f"| {row['field']} | {row['gold']} | {row['extracted']} | {row['correct']} | "
             lines.append(counts + " | ".join(shown) + f" | {by_tier} |")
         return "\n".join(lines) + "\n"
+
+    def accuracy_by_agreement(self) -> dict[str, tuple[int, int]]:
+        """Over every field: agreement state of the two extractors → (values extracted, correct)."""
+        totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for score in self.scores.values():
+            for state, (n, ok) in score.by_agreement.items():
+                totals[state][0] += n
+                totals[state][1] += ok
+        return {state: (n, ok) for state, (n, ok) in sorted(totals.items()) if n}
+
+    def _agreement_lines(self) -> list[str]:
+        """Two extractors: whether routing works — how often values the two agreed on were right, and the rest."""
+        totals = self.accuracy_by_agreement()
+        if not totals:
+            return []
+        words = {"agreed": "agreed", "disagreed": "disagreed", "only_one": "found by one model only"}
+        parts = [f"{words.get(state, state)} {ok / n:.1%} correct ({n})" for state, (n, ok) in totals.items()]
+        return ["", "Two extractors, values by agreement: " + "; ".join(parts) + "."]
 
 
 def _percent(value: float | None) -> str:
@@ -271,6 +293,11 @@ def evaluate(
         counts = score.by_tier[str((extracted or {}).get("tier") or "unknown")]
         counts[0] += 1
         counts[1] += ok
+        state = (extracted or {}).get("agreement")
+        if state:
+            agreement = score.by_agreement[str(state)]
+            agreement[0] += 1
+            agreement[1] += ok
 
     for (document, name), value in singles.items():
         record = records.get(document)

@@ -12,12 +12,14 @@ import polars as pl
 from atlas_pipeline.config.redaction import redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
+from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import DecisionRefused, coerce_value
 from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
+    AGREEMENT_STEM,
     APPROVED_STEM,
     EXPORT_STEM,
     FIELDS_STEM,
@@ -401,7 +403,8 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
 def export_files() -> list[str]:
     """Every file ``write_exports`` writes, relative to the exports store."""
     per_row = [export_path(stem, fmt) for stem in (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM) for fmt in FORMATS[1:]]
-    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [export_path(QUALITY_STEM, "csv")]
+    quality, agreement = export_path(QUALITY_STEM, "csv"), export_path(AGREEMENT_STEM, "csv")
+    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement]
 
 
 def write_exports(
@@ -453,4 +456,7 @@ def write_exports(
             export_path(OUTCOMES_STEM, fmt), _encode(outcomes, fmt, export_path(OUTCOMES_STEM, "parquet"))
         )
     written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))
+    agreement = pl.DataFrame(agreement_rows(states, template), schema=AGREEMENT_SCHEMA) if template else None
+    agreement = agreement if agreement is not None else pl.DataFrame(schema=AGREEMENT_SCHEMA)
+    written["agreement_csv"] = store.write_bytes(export_path(AGREEMENT_STEM, "csv"), _encode(agreement, "csv"))
     return written

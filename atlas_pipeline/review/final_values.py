@@ -78,6 +78,7 @@ class FinalField(BaseModel):
     previous_model_value: Any = None  # recheck: the value the decision was made on
     decisions: int = 0  # how many decisions the audit log holds on this field
     disagreement: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, when they differ
+    reviewer_outcomes: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, two or more of them
 
     @property
     def decided(self) -> bool:
@@ -152,6 +153,8 @@ def review_field(
     for decision in current:
         latest_by_reviewer[decision.reviewer] = decision
     outcomes = {reviewer: decision.outcome() for reviewer, decision in latest_by_reviewer.items()}
+    if len(outcomes) > 1:
+        base.reviewer_outcomes = outcomes
     if len(set(outcomes.values())) > 1:
         base.disagreement = outcomes
     if current:

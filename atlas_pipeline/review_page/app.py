@@ -30,6 +30,7 @@ from atlas_pipeline.config.hosts import trusted_hosts
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
+from atlas_pipeline.outputs.agreement_report import agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.decisions import (
     DecisionRefused,
@@ -340,13 +341,26 @@ async def imports(request: Request) -> Response:
 
 async def disagreements(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
-    rows = []
-    for state in page.states():
+    rows, differences = [], []
+    states = page.states()
+    for state in states:
         review = state.current_review
         for name, final in review.fields.items() if review else []:
             if final.disagreement:
                 rows.append({"key": state.key, "field": name, "final": final})
-    return TEMPLATES.TemplateResponse(request, "disagreements.html", {"rows": rows, "reviewer": page.reviewer(request)})
+        extracted = state.extraction.fields if state.extraction is not None and not state.stale else {}
+        for name, field in extracted.items():
+            final = review.fields.get(name) if review else None
+            differs = isinstance(field, dict) and field.get("agreement") in ("disagreed", "only_one")
+            if differs and (final is None or not final.decided):
+                differences.append({"key": state.key, "field": name, "extracted": field})
+    context = {
+        "rows": rows,
+        "differences": differences,
+        "agreement": agreement_rows(states, page.template()),
+        "reviewer": page.reviewer(request),
+    }
+    return TEMPLATES.TemplateResponse(request, "disagreements.html", context)
 
 
 async def search(request: Request) -> Response:

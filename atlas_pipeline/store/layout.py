@@ -70,6 +70,7 @@ APPROVED_STEM = "atlas_approved"
 OUTCOMES_STEM = "atlas_outcomes"
 EVALUATION_STEM = "atlas_evaluation"
 QUALITY_STEM = "atlas_review_quality"
+AGREEMENT_STEM = "atlas_agreement"
 DUPLICATES_STEM = "atlas_duplicates"
 
 

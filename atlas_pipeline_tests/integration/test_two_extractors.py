@@ -6,10 +6,14 @@ with the second extractor's value beside the first; each extractor is cached and
 import json
 import shutil
 
+import polars as pl
+
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.outputs.evaluation import GoldValue, evaluate
+from atlas_pipeline.review.decisions import decide
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import scripted_openai_server
@@ -17,6 +21,7 @@ from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import latest_metadata
 from atlas_pipeline_tests.support.juice_trial import API_KEY, DURATION, FECAL, KEY, NOT_REPORTED, answer
 
+GOLD = {"n_treatment": 30, "n_control": 30, "p_value": 0.006, "age_treatment": 10.27}
 WITH_MD = {**DURATION, "effect_measure": {"value": "MD", "quote": None}}
 WITH_SMD = {**DURATION, "effect_measure": {"value": "SMD", "quote": None}}  # the label swapped
 
@@ -103,8 +108,35 @@ def test_two_extractors_agree_disagree_and_route_the_differences(
         assert record.extractors["A"]["calls"] == len(first_requests) >= 1
         assert record.extractors["B"]["calls"] == len(second_requests) >= 1
         assert record.llm_calls == len(first_requests) + len(second_requests)
+        shown = (record.sha256, record.extraction_version)
         metadata = latest_metadata(instance, "document_extraction", KEY)
         assert metadata["second_model"].value == "model-b" and metadata["values_disagreed"].value == 2
+
+        # agreement as data: per field over the documents, and accuracy on a gold file split by agreement
+        decide(store, record, "n_treatment", "approve", reviewer="ana", shown=shown)
+        decide(store, record, "n_treatment", "correct", reviewer="ben", shown=shown, value=31)
+        decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29)
+        decide(store, record, "n_control", "correct", reviewer="ben", shown=shown, value=29)
+        defs = build_definitions(settings)
+        assert defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
+        assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+        rows = {row["field"]: row for row in pl.read_csv(tmp_path / "exports" / "atlas_agreement.csv").to_dicts()}
+        assert (rows["n_treatment"]["models_compared"], rows["n_treatment"]["models_agreed"]) == (1, 1)
+        assert (rows["n_control"]["models_compared"], rows["n_control"]["models_agreed"]) == (1, 0)
+        assert rows["p_value"]["found_by_one_model"] == 1
+        effect = rows["outcomes.effect_measure"]
+        assert (effect["models_compared"], effect["models_agreed"], effect["models_kappa"]) == (1, 0, 0.0)
+        # ben's correction of n_treatment counts (the latest): ana and ben disagree on it, agree on n_control
+        assert (rows["n_treatment"]["person_checked"], rows["n_treatment"]["person_kept_model_value"]) == (1, 0)
+        assert (rows["n_treatment"]["reviewers_compared"], rows["n_treatment"]["reviewers_agreed"]) == (1, 0)
+        assert (rows["n_control"]["reviewers_compared"], rows["n_control"]["reviewers_agreed"]) == (1, 1)
+        exports = latest_metadata(instance, "extraction_exports")
+        assert "| n_control | 0% of 1 |" in exports["agreement"].value
+
+        gold = [GoldValue(document=KEY, field=name, value=value) for name, value in GOLD.items()]
+        report = evaluate(gold, {KEY: record}, deployment.load_template())
+        assert report.accuracy_by_agreement() == {"agreed": (2, 2), "disagreed": (1, 1), "only_one": (1, 1)}
+        assert "Two extractors, values by agreement: agreed 100.0% correct (2)" in report.markdown()
 
         assert job.execute_in_process(partition_key=KEY, instance=instance).success  # again: both from the cache
         again = read_record(store, KEY, "extraction", ExtractionRecord)

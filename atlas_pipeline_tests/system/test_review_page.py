@@ -261,6 +261,11 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             page.goto(f"{site}/documents/{KEY}?field=n_control")
             page.fill("#reviewer-name", "Ana Reviewer")
             page.click('header form[action="/reviewer"] button')
+            page.goto(f"{site}/disagreements")  # what waits for a person, and agreement per field
+            waiting = page.locator("#extractors + p + table").inner_text()
+            assert "n_control" in waiting and "sd_control" in waiting and "n_treatment" not in waiting
+            table = page.inner_text("#agreement-table")
+            assert "n_control\t0.0% of 1" in table and "n_treatment\t100.0% of 1" in table, table
             page.goto(f"{site}/documents/{KEY}?field=n_control")
             assert "model B (model-b) gives 29" in page.inner_text("main")
             candidate = page.locator("#candidate-B")
