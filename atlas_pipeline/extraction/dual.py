@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rapidfuzz import fuzz
+
 from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.extraction.extractor import ExtractionOutcome, extract_with_llm
 from atlas_pipeline.extraction.llm import LLMClient
@@ -107,3 +109,91 @@ def set_beside(
         if value.state in ("disagreed", "only_one"):
             mine.candidates = [*mine.candidates, _candidate(other, model)]
     return fields, counts
+
+
+SECOND_LOOK = "found on the second look"
+PASSAGES_PER_FIELD = 2
+PASSAGE_CHARS = 240
+
+
+def omissions(fields: dict[str, FieldResult], template: Template) -> Template | None:
+    """The part of the template neither extractor found: required single fields with no value from either, and
+    groups with a required field where neither found an entry — as a template to ask again with, or None."""
+    modules = []
+    for module in template.modules:
+        if module.repeating:
+            has_entries = any(entry_field_parts(name)[0] == module.name for name in fields)
+            if not has_entries and any(field.required for field in module.fields):
+                modules.append(module)
+            continue
+        missing = [
+            field
+            for field in module.fields
+            if field.required and fields.get(field.name) is not None and fields[field.name].agreement == "neither"
+        ]
+        if missing:
+            modules.append(module.model_copy(update={"fields": missing}))
+    return template.model_copy(update={"modules": modules}) if modules else None
+
+
+def likely_passages(markdown: str, template: Template) -> list[str]:
+    """The paragraphs most likely to hold each field of ``template`` (its name and description against the
+    paragraph, rapidfuzz's token-set ratio), a few per field, cut short: what the follow-up request points to."""
+    paragraphs = [p.strip() for p in markdown.split("\n\n") if len(p.strip()) > 40]
+    chosen: list[str] = []
+    for module in template.modules:
+        for field in module.fields:
+            words = f"{field.name.replace('_', ' ')} {field.description}"
+            ranked = sorted(paragraphs, key=lambda p: -fuzz.token_set_ratio(words, p[:2000]))
+            for paragraph in ranked[:PASSAGES_PER_FIELD]:
+                passage = " ".join(paragraph.split())[:PASSAGE_CHARS]
+                if passage not in chosen:
+                    chosen.append(passage)
+    return chosen
+
+
+def second_look(
+    client: LLMClient,
+    missing: Template,
+    rule: Rule,
+    markdown: str,
+    tables: Sequence[Table],
+    sources: PromptSources | None = None,
+) -> ExtractionOutcome:
+    """One follow-up request that names just the fields neither extractor found, pointing at the parts of the
+    document most likely to hold them; its answer is graded like any other (``extract_with_llm``)."""
+    names = [module.name if module.repeating else field.name for module in missing.modules for field in module.fields]
+    passages = "\n".join(f"- {passage}" for passage in likely_passages(markdown, missing))
+    follow_up = (
+        f"A first reading of this document found no value for: {', '.join(dict.fromkeys(names))}. Read the "
+        "document again for just these; give a value only with its verbatim quote, and null where the document "
+        f"does not report it. The parts most likely to hold them begin:\n{passages}"
+    )
+    instructions = f"{rule.custom_instructions.strip()}\n\n{follow_up}".strip()
+    asked = rule.model_copy(update={"custom_instructions": instructions, "strategy": "direct"})
+    return extract_with_llm(client, missing, asked, markdown, tables, sources)
+
+
+def take_second_look(fields: dict[str, FieldResult], found: dict[str, FieldResult]) -> list[str]:
+    """Set what the follow-up request found into ``fields`` (entries numbered after any there), each flagged for a
+    person and noted as found on the second look; returns the names set."""
+    taken = []
+    numbers: dict[str, dict[int, int]] = {}
+    for name, result in found.items():
+        if result.value is None or result.value == [] or result.value == "":
+            continue
+        group, number, bare = entry_field_parts(name)
+        if number is not None:
+            used = {entry_field_parts(n)[1] for n in fields if entry_field_parts(n)[0] == group} - {None}
+            renumbered = numbers.setdefault(group, {})
+            if number not in renumbered:
+                renumbered[number] = max(used | set(renumbered.values()), default=-1) + 1
+            name = f"{group}[{renumbered[number]}].{bare}"
+        elif name in fields and fields[name].value not in (None, "", []):
+            continue
+        result.agreement = result.agreement or "only_one"
+        result.note = f"{result.note}; {SECOND_LOOK}" if result.note else SECOND_LOOK
+        result.flags = [*result.flags, f"{SECOND_LOOK}: neither extractor found it at first"]
+        fields[name] = result
+        taken.append(name)
+    return taken

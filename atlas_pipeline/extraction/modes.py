@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.extraction.dual import SECOND, extract_twice, set_beside
+from atlas_pipeline.extraction.dual import (
+    SECOND,
+    extract_twice,
+    omissions,
+    second_look,
+    set_beside,
+    take_second_look,
+)
 from atlas_pipeline.extraction.extractor import extract_with_llm
 from atlas_pipeline.extraction.llm import LLMClient
 from atlas_pipeline.extraction.llm_results import LLMError, LLMQueuedError, Usage
@@ -119,8 +126,17 @@ class LLMMode(ExtractionMode):
                 return None
             outcome = first
             fields, counts = set_beside(first.fields, other.fields, inputs.template, record.second_model)
-            outcome.fields = fields
             record.agreement = {state: counts.get(state, 0) for state in AGREEMENT_STATES}
+            missing = omissions(fields, inputs.template)
+            if missing is not None:  # what neither found: one follow-up request names just that
+                try:
+                    found = second_look(llm, missing, inputs.rule, markdown, inputs.tables(), sources)
+                    first.usage.add(found.usage)
+                    record.second_look = take_second_look(fields, found.fields)
+                except LLMError as error:
+                    first.usage.add(error.usage)
+                    record.second_look_error = error.reason
+            outcome.fields = fields
             self._account(record, first.usage, other.usage)
         else:
             try:
@@ -143,6 +159,10 @@ class LLMMode(ExtractionMode):
         record.reason = outcome.reason
         if record.second_model:
             record.reason += "; " + agreement_summary(record.agreement, record.second_model)
+            if record.second_look:
+                record.reason += f"; {len(record.second_look)} value(s) found on the second look"
+            if record.second_look_error:
+                record.reason += f"; the second look failed: {record.second_look_error}"
         snapshot, template = inputs.snapshot, inputs.template
         return {
             "schema": "atlas.llm_extraction/1",

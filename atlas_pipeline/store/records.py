@@ -112,6 +112,8 @@ class ExtractionRecord(BaseModel):
     second_model: str = ""  # the second, independent extractor (``extraction.dual``), when one is declared
     agreement: dict[str, int] = Field(default_factory=dict)  # values per agreement state of the two extractors
     extractors: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each extractor's requests, tokens, cost
+    second_look: list[str] = Field(default_factory=list)  # fields the follow-up request for omissions found
+    second_look_error: str = ""  # why that follow-up request failed (the values found at first are kept)
     llm_calls: int = 0
     llm_cache_hits: int = 0
     prompt_tokens: int = 0

@@ -19,7 +19,7 @@ from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import scripted_openai_server
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import latest_metadata
-from atlas_pipeline_tests.support.juice_trial import API_KEY, DURATION, FECAL, KEY, NOT_REPORTED, answer
+from atlas_pipeline_tests.support.juice_trial import API_KEY, CORRECT, DURATION, FECAL, KEY, NOT_REPORTED, answer
 
 GOLD = {"n_treatment": 30, "n_control": 30, "p_value": 0.006, "age_treatment": 10.27}
 WITH_MD = {**DURATION, "effect_measure": {"value": "MD", "quote": None}}
@@ -32,15 +32,18 @@ def test_two_extractors_agree_disagree_and_route_the_differences(
     copy_into(knowledge_base, f"rct/{KEY}")
     shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
     monkeypatch.setenv("ATLAS_LLM_API_KEY", API_KEY)
-    first_answer = answer(outcomes=[WITH_MD, FECAL])
+    first_answer = answer(study_design=NOT_REPORTED, outcomes=[WITH_MD, FECAL])  # a required field both miss
     second_answer = answer(
         n_control={"value": 29, "quote": "30 were given colored and flavored water (WA)"},  # one wrong number
         p_value=NOT_REPORTED,  # one omission
+        study_design=NOT_REPORTED,
         outcomes=[FECAL, WITH_SMD],  # the entries in the other order, one label swapped
     )
+    design = {"value": "double-blind, randomized clinical trial", "quote": CORRECT["study_design"]["quote"]}
     (tmp_path / "second-endpoint").mkdir()
     with scripted_openai_server(tmp_path / "second-endpoint") as second_server:
-        llm_server.script(default={"content": first_answer})
+        follow_up = {"when": "found no value for: study_design.", "content": json.dumps({"study_design": design})}
+        llm_server.script(follow_up, default={"content": first_answer})
         second_server.script(default={"content": second_answer})
         settings = settings_for(
             knowledge_base,
@@ -94,6 +97,16 @@ def test_two_extractors_agree_disagree_and_route_the_differences(
         swapped = fields[f"{entry}.effect_measure"]
         assert swapped["agreement"] == "disagreed" and swapped["candidates"][-1]["value"] == "SMD"
         assert record.agreement["disagreed"] == 2 and record.agreement["only_one"] == 1
+
+        # the omission pass: one follow-up request to model A names just what neither found, and what it finds is
+        # graded like any answer, marked as found on the second look (and shown to a person)
+        follow_ups = [r for r in first_requests if "found no value for" in json.dumps(r["messages"])]
+        assert len(follow_ups) == 1 and len(second_requests) == 1
+        assert "n_control" not in json.dumps(follow_ups[0]["response_format"])  # the schema asks for it alone
+        recovered = fields["study_design"]
+        assert recovered["value"] == design["value"] and recovered["tier"] == "verified"
+        assert "found on the second look" in recovered["note"] and recovered["flags"]
+        assert record.second_look == ["study_design"] and "1 value(s) found on the second look" in record.reason
 
         # agreed and verified: accepted under the default policy; every difference waits for a person
         review = review_document(record, [], frozenset({"verified"}))
