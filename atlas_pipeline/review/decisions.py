@@ -32,6 +32,9 @@ from atlas_pipeline.store.records import ExtractionRecord
 LOGGER = logging.getLogger(__name__)
 Action = Literal["approve", "correct", "reject"]
 ACTIONS: tuple[str, ...] = ("approve", "correct", "reject")
+Role = Literal["reviewer", "adjudicator"]
+# what a reviewer did not see when deciding: other reviewers' decisions, the models' values (an extraction by hand)
+BLIND_TO: tuple[str, ...] = ("reviewers", "models")
 
 
 class DecisionRefused(ValueError):
@@ -60,6 +63,8 @@ class Decision(BaseModel):
     decided_at: str  # ISO 8601, UTC, microseconds: the later decision wins
     made_on: MadeOn
     source: str = "page"  # page | workbook:<file name>
+    role: Role = "reviewer"  # an adjudicator's decision settles a disagreement between reviewers (consensus)
+    blind_to: list[str] = Field(default_factory=list)  # who saw what: hidden when deciding (``BLIND_TO``)
 
     @field_validator("note", "reviewer")
     @classmethod
@@ -207,6 +212,8 @@ def decide(
     source: str = "page",
     decision_id: str = "",
     identity: Sequence[str] = (),
+    role: str = "reviewer",
+    blind_to: Sequence[str] = (),
 ) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
@@ -214,8 +221,14 @@ def decide(
     model's value as shown (``value_text``); when either has changed since, the decision is refused — deciding on
     values that are no longer there would be a silent error. ``decision_id``: a stable id (a workbook row); a
     decision with that id already in the log, or one saying exactly the same about the same value, is not written
-    again and None is returned.
+    again and None is returned. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``:
+    what the reviewer did not see (``BLIND_TO``), recorded with the decision.
     """
+    if role not in ("reviewer", "adjudicator"):
+        raise DecisionRefused(f"unknown role {role!r}: reviewer or adjudicator")
+    unknown = sorted(set(blind_to) - set(BLIND_TO))
+    if unknown:
+        raise DecisionRefused(f"unknown blindness {', '.join(unknown)}: {' or '.join(BLIND_TO)}")
     if record is None:
         raise DecisionRefused("this document has no extraction to review yet")
     if action not in ACTIONS:
@@ -270,6 +283,8 @@ def decide(
             entry=entry_identity(record.fields, field, identity),
         ),
         source=source,
+        role=role,  # type: ignore[arg-type]  # checked above
+        blind_to=sorted(set(blind_to)),
     )
     store.write_json(f"{decisions_dir(record.key)}/{decision_file(decision)}", decision.model_dump(mode="json"))
     return decision

@@ -79,6 +79,7 @@ class FinalField(BaseModel):
     decisions: int = 0  # how many decisions the audit log holds on this field
     disagreement: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, when they differ
     reviewer_outcomes: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, two or more of them
+    adjudicated_by: str = ""  # the adjudicator whose decision settled the reviewers' disagreement
 
     @property
     def decided(self) -> bool:
@@ -151,14 +152,17 @@ def review_field(
         current = []
     latest_by_reviewer: dict[str, Decision] = {}
     for decision in current:
-        latest_by_reviewer[decision.reviewer] = decision
+        if decision.role != "adjudicator":
+            latest_by_reviewer[decision.reviewer] = decision
     outcomes = {reviewer: decision.outcome() for reviewer, decision in latest_by_reviewer.items()}
     if len(outcomes) > 1:
         base.reviewer_outcomes = outcomes
-    if len(set(outcomes.values())) > 1:
-        base.disagreement = outcomes
+    adjudications = [decision for decision in current if decision.role == "adjudicator"]
+    if len(set(outcomes.values())) > 1 and not adjudications:
+        base.disagreement = outcomes  # open until an adjudicator settles it (the consensus step)
     if current:
-        latest = current[-1]
+        latest = adjudications[-1] if adjudications else current[-1]
+        base.adjudicated_by = latest.reviewer if adjudications else ""
         base.provenance = _BY_ACTION[latest.action]  # type: ignore[assignment]
         base.final_value = (
             latest.value if latest.action == "correct" else (None if latest.action == "reject" else model_value)

@@ -36,19 +36,21 @@ from atlas_pipeline.review.decisions import (
     DecisionRefused,
     coerce_value,
     decide,
+    decision_marks,
     load_decisions,
     value_text,
 )
 from atlas_pipeline.review.evidence import render_page
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.workbook_import import import_reports
-from atlas_pipeline.review_page.document_view import ADDED_FROM, document_context
+from atlas_pipeline.review_page.document_view import ADDED_FROM, consensus_candidates, document_context
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
 from atlas_pipeline.search.entries import MAX_QUERY_CHARS, QueryTooLongError
 from atlas_pipeline.store.layout import record_path
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
 
 LOG = logging.getLogger("atlas.review")
+BLINDNESS = {"1": ("reviewers",), "models": ("reviewers", "models")}  # the page's independent passes → ``blind_to``
 MAX_UPLOAD_FILES = 20
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
@@ -176,11 +178,13 @@ async def decision(request: Request) -> Response:
             quote=str(form.get("quote") or ""),
             note=str(form.get("note") or ""),
             source="page",
+            role="adjudicator" if form.get("role") == "adjudicator" else "reviewer",
+            blind_to=BLINDNESS.get(str(form.get("blind") or ""), ()),
         )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
-    blind = "&blind=1" if form.get("blind") == "1" else ""
+    blind = f"&blind={form.get('blind')}" if form.get("blind") in BLINDNESS else ""
     go_to = str(form.get("next") or field)
     response = RedirectResponse(
         f"/documents/{url_quote(key)}?field={url_quote(go_to)}{blind}&message="
@@ -196,7 +200,7 @@ def _group(page: ReviewPage, name: str):
 
 
 def _back(key: str, message: str, form) -> RedirectResponse:
-    blind = "&blind=1" if form.get("blind") == "1" else ""
+    blind = f"&blind={form.get('blind')}" if form.get("blind") in BLINDNESS else ""
     return RedirectResponse(f"/documents/{url_quote(key)}?message={url_quote(message)}{blind}", status_code=303)
 
 
@@ -343,11 +347,23 @@ async def disagreements(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     rows, differences = [], []
     states = page.states()
+    marks = decision_marks(page.store)
     for state in states:
         review = state.current_review
-        for name, final in review.fields.items() if review else []:
-            if final.disagreement:
-                rows.append({"key": state.key, "field": name, "final": final})
+        if (
+            state.key in marks
+            and state.extraction is not None
+            and (review is None or review.decision_mark != marks[state.key])
+        ):
+            # decided since the last merge (no daemon running, or not yet): this page shows the decisions as they are
+            decisions = load_decisions(page.store, state.key)
+            review = review_document(state.extraction, decisions, page.deployment.accepted_tiers())
+        disputed = [(name, final) for name, final in (review.fields.items() if review else []) if final.disagreement]
+        decisions = load_decisions(page.store, state.key) if disputed else []
+        for name, final in disputed:
+            extracted = state.extraction.fields.get(name) if state.extraction is not None else None
+            candidates = consensus_candidates(extracted or {}, [d for d in decisions if d.field == name])
+            rows.append({"key": state.key, "field": name, "final": final, "candidates": candidates})
         extracted = state.extraction.fields if state.extraction is not None and not state.stale else {}
         for name, field in extracted.items():
             final = review.fields.get(name) if review else None
@@ -356,6 +372,7 @@ async def disagreements(request: Request) -> Response:
                 differences.append({"key": state.key, "field": name, "extracted": field})
     context = {
         "rows": rows,
+        "records": {state.key: state.extraction for state in states if state.extraction is not None},
         "differences": differences,
         "agreement": agreement_rows(states, page.template()),
         "reviewer": page.reviewer(request),

@@ -46,7 +46,8 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
     state = states[0] if states else None
     decisions = load_decisions(store, key)
     me = page.reviewer(request)
-    blind = request.query_params.get("blind") == "1"
+    blind = request.query_params.get("blind", "")
+    blind = blind if blind in ("1", "models") else ""  # other reviewers hidden; "models": the models' values too
     seen = [d for d in decisions if d.reviewer == me] if blind else decisions
     review: DocumentReview | None = review_document(record, seen, page.deployment.accepted_tiers())
     template = page.template()
@@ -84,9 +85,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "blind": blind,
         "error": error,
         "message": request.query_params.get("message", ""),
-        "query": lambda **changes: (
-            "?" + urlencode({k: v for k, v in {"blind": "1" if blind else "", **changes}.items() if v})
-        ),
+        "query": lambda **changes: "?" + urlencode({k: v for k, v in {"blind": blind, **changes}.items() if v}),
     }
 
 
@@ -111,3 +110,39 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
         "html": text_evidence(text, extracted.get("start"), extracted.get("end"), quote),
         "found": extracted.get("start") is not None or bool(quote and quote in text),
     }
+
+
+def consensus_candidates(extracted: dict[str, Any], decisions: list[Decision]) -> list[dict[str, Any]]:
+    """Every candidate value of one disputed field, side by side for an adjudicator: model A's, model B's (two
+    extractors), and each reviewer's latest — with the decision that would settle on it and who saw what."""
+    candidates = [
+        {
+            "who": "model A",
+            "value": extracted.get("value"),
+            "quote": extracted.get("quote"),
+            "action": "approve",
+            "saw": "",
+        }
+    ]
+    for other in extracted.get("candidates") or []:
+        if other.get("extractor"):
+            who = f"model {other['extractor']} ({other.get('model', '')})"
+            candidates.append(
+                {"who": who, "value": other.get("value"), "quote": other.get("quote"), "action": "correct", "saw": ""}
+            )
+    latest: dict[str, Decision] = {}
+    for decision in decisions:
+        if decision.role != "adjudicator":
+            latest[decision.reviewer] = decision
+    for reviewer, decision in latest.items():
+        value = decision.value if decision.action == "correct" else extracted.get("value")
+        candidates.append(
+            {
+                "who": reviewer,
+                "value": None if decision.action == "reject" else value,
+                "quote": decision.quote if decision.action == "correct" else extracted.get("quote"),
+                "action": decision.action,
+                "saw": f"blind to {' and '.join(decision.blind_to)}" if decision.blind_to else "saw everything",
+            }
+        )
+    return candidates

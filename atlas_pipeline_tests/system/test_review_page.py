@@ -18,6 +18,8 @@ import polars as pl
 import pytest
 
 from atlas_pipeline.ops.instance import project_file
+from atlas_pipeline.review.decisions import load_decisions
+from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.servers.processes import (
     dagster_daemon,
     free_port,
@@ -282,6 +284,37 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             page.fill("#correct-value", "27.4")  # neither model's value as it stands: the reviewer's own reading
             page.click("#correct")
             page.wait_for_selector("text=correct recorded for sd_control by Ana Reviewer")
+
+            def become(name: str) -> None:
+                page.fill("#reviewer-name", name)
+                page.click('header form[action="/reviewer"] button')
+
+            # two more reviewers check p_value independently: Ben by hand, blind to the models and to Ana and Cara
+            become("Ben")
+            page.goto(f"{site}/documents/{KEY}?field=p_value&blind=models")
+            main = page.inner_text("main")
+            assert "0.006" not in main and "hidden" in main and page.locator("#approve").count() == 0
+            assert page.locator("#paper-pages a").count() >= 1  # the paper itself, page by page
+            page.fill("#correct-value", "0.06")
+            page.click("#correct")
+            page.wait_for_selector("text=correct recorded for p_value by Ben")
+            become("Cara")
+            page.goto(f"{site}/documents/{KEY}?field=p_value&blind=1")
+            page.click("#approve")
+            page.wait_for_selector("text=approve recorded for p_value by Cara")
+
+            # the consensus step: every candidate side by side, and an adjudicator's choice settles it
+            become("Dan Adjudicator")
+            page.goto(f"{site}/disagreements")
+            row = page.locator('#consensus tr[data-field="p_value"]')
+            shown = row.inner_text()
+            assert "model A: 0.006" in shown and "Ben: 0.06 (blind to models and reviewers)" in shown
+            assert "Cara: 0.006 (blind to reviewers)" in shown
+            _shoot(page, "review-consensus.png")
+            row.locator('button[data-who="model A"]').click()
+            page.wait_for_selector("text=approve recorded for p_value by Dan Adjudicator")
+            page.goto(f"{site}/disagreements")
+            assert page.locator('#consensus tr[data-field="p_value"]').count() == 0  # settled
         merged = subprocess.run([str(BIN / "atlas"), "run"], env=env, cwd=tmp_path, capture_output=True, text=True)
         assert "review decisions merged for 1 document(s)" in merged.stdout, merged.stdout + merged.stderr
     fields = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("document_key") == KEY)
@@ -290,5 +323,10 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
     assert rows["n_control"]["decided_by"] == "Ana Reviewer"
     assert (rows["sd_control"]["final_value"], rows["sd_control"]["provenance"]) == ("27.4", "reviewer_corrected")
     assert rows["n_treatment"]["provenance"] == "model_verified"  # agreed and verified: no person needed
+    assert (rows["p_value"]["final_value"], rows["p_value"]["decided_by"]) == ("0.006", "Dan Adjudicator")
+    decisions = load_decisions(Store(str(tmp_path / "artifacts")), KEY)
+    by = {d.reviewer: d for d in decisions if d.field == "p_value"}
+    assert by["Ben"].blind_to == ["models", "reviewers"] and by["Cara"].blind_to == ["reviewers"]
+    assert by["Dan Adjudicator"].role == "adjudicator" and by["Ben"].role == "reviewer"
     assert (rows["n_treatment"]["agreement"], rows["n_treatment"]["second_value"]) == ("agreed", None)
     assert (rows["sd_control"]["agreement"], rows["sd_control"]["second_value"]) == ("disagreed", "27.0")

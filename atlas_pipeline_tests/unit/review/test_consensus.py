@@ -1,0 +1,59 @@
+"""Two reviewers and an adjudicator: a disagreement stays open until an adjudicator's decision settles it, and each
+decision records what its reviewer did not see."""
+
+import pytest
+
+from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
+from atlas_pipeline.review.final_values import review_document
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord
+
+
+def _record() -> ExtractionRecord:
+    field = {"module": "baseline", "value": 30, "quote": "30 were given water", "tier": "verified", "flags": []}
+    return ExtractionRecord(
+        key="trial.pdf",
+        sha256="a" * 64,
+        status=DocumentStatus.DONE,
+        reason="",
+        mode="llm",
+        rule="default",
+        template_code="rct_base",
+        template_version="1",
+        template_hash="h",
+        extraction_version="x1",
+        fields={"n_control": field},
+        extracted_at="2026-11-25T00:00:00Z",
+    )
+
+
+def test_an_adjudicator_settles_what_two_reviewers_disagree_on(tmp_path):
+    store, record = Store(str(tmp_path)), _record()
+    shown = (record.sha256, record.extraction_version)
+    decide(
+        store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29, blind_to=["models", "reviewers"]
+    )
+    decide(store, record, "n_control", "approve", reviewer="ben", shown=shown, blind_to=["reviewers"])
+    final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
+    assert final.disagreement == {"ana": "correct → 29", "ben": "approve"} and final.adjudicated_by == ""
+    assert final.final_value == 30 and final.reviewer == "ben"  # until settled, the later decision counts
+
+    decide(store, record, "n_control", "correct", reviewer="dan", shown=shown, value=29, role="adjudicator")
+    decide(store, record, "n_control", "approve", reviewer="ben", shown=shown)  # ben again, after the adjudication
+    review = review_document(record, load_decisions(store, record.key), frozenset({"verified"}))
+    final = review.fields["n_control"]
+    assert (final.final_value, final.provenance, final.adjudicated_by) == ("29", "reviewer_corrected", "dan")
+    assert final.disagreement == {} and review.disagreements == 0
+    assert final.reviewer_outcomes == {"ana": "correct → 29", "ben": "approve"}  # the adjudicator is no reviewer
+    blind = {d.reviewer: d.blind_to for d in load_decisions(store, record.key)}
+    assert blind["ana"] == ["models", "reviewers"] and blind["dan"] == []
+
+
+def test_unknown_roles_and_blindness_are_refused(tmp_path):
+    store, record = Store(str(tmp_path)), _record()
+    shown = (record.sha256, record.extraction_version)
+    with pytest.raises(DecisionRefused, match="unknown role"):
+        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, role="boss")
+    with pytest.raises(DecisionRefused, match="unknown blindness"):
+        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, blind_to=["everything"])
