@@ -197,6 +197,11 @@ def _print_estimate(settings, atlas, store, entries) -> int:
     estimate = estimate_extractions(atlas.open_knowledge_base(), store, entries, atlas.load_template(), rule, llm)
     for line in estimate.lines(settings.llm_concurrency):
         print(line)
+    if settings.llm_second_model:
+        print(
+            f"second extractor {settings.llm_second_model}: as many requests and tokens again (its own prices), "
+            "plus one follow-up request per document where neither finds a required field"
+        )
     if estimate.cost is None:
         print(f"no price for {llm.config.model} in {atlas.price_file()}: add it there (or set ATLAS_LLM_PRICES)")
     return 0
