@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
+import sys
 
 from atlas_pipeline.config.settings import load_settings
 
@@ -17,6 +20,23 @@ def command_review(args: argparse.Namespace) -> int:
     settings = load_settings()
     home = prepare_dagster_home(settings.instance_config)
     port = args.port or settings.review_port
+    problem = port_problem(args.host, port)
+    if problem:
+        print(f"atlas: cannot serve the review page on {args.host}:{port}: {problem}", file=sys.stderr)
+        return 2
     print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=port, log_level="warning")
     return 0
+
+
+def port_problem(host: str, port: int) -> str:
+    """Why the page could not listen on ``host:port`` ("" when it can): said before anything claims to serve."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return "the port is in use (another `atlas review` or `atlas dev`?): choose one with --port"
+            return error.strerror or str(error)
+    return ""

@@ -99,6 +99,7 @@ def cancel_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]
     order = _Order(instance)
     running = _runs_on(instance, RUNNING, wanted, order)
     queued = _runs_on(instance, QUEUED, wanted, order)
+    known = set(instance.get_dynamic_partitions(documents_partitions.name))
     problems = []
     for key in keys:
         if key in running:
@@ -108,6 +109,9 @@ def cancel_documents(instance: dg.DagsterInstance, store: Store, keys: list[str]
                 "document cannot be cancelled; it ends on its own (done, failed) — or terminate the whole run in the "
                 "Dagster UI"
             )
+        elif key not in queued and key not in known:
+            shown = ", ".join(sorted(known)[:5]) + (" …" if len(known) > 5 else "") or "none yet"
+            problems.append(f"{key}: no such document (known: {shown}; `atlas status --documents` lists them)")
         elif key not in queued:
             problems.append(f"{key}: no queued run: nothing to cancel (`atlas status --documents` shows where it is)")
         else:

@@ -98,8 +98,9 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def _same_text(shown: str, current: str) -> bool:
-    """A value as shown (on the page, or read back from a workbook cell) against the model's value now."""
-    if shown.strip() == current.strip():
+    """A value as shown (on the page, or read back from a workbook cell) against the model's value now. No value is
+    "—" on the page and an empty cell in a workbook: the same."""
+    if shown.strip() == current.strip() or {shown.strip(), current.strip()} <= {"", value_text(None)}:
         return True
     try:
         return float(shown) == float(current)

@@ -1,6 +1,7 @@
 """The ``atlas`` command as a user runs it: a real instance under a temporary DAGSTER_HOME."""
 
 import os
+import socket
 import stat
 import subprocess
 
@@ -97,3 +98,14 @@ def test_workspace_definitions_validate(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Validation successful for code location atlas_pipeline" in result.stdout + result.stderr
+
+
+def test_review_on_a_busy_port_says_so_before_claiming_to_serve(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"DAGSTER_HOME": str(tmp_path / "home"), "ATLAS_ARTIFACTS": str(tmp_path / "artifacts")}
+        result = run_atlas("review", "--port", str(port), env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "review page on" not in result.stdout
+    assert f"cannot serve the review page on 127.0.0.1:{port}: the port is in use" in result.stderr

@@ -275,6 +275,17 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
                 "29" in candidate.inner_text() and "30 were given colored and flavored water" in candidate.inner_text()
             )
             _shoot(page, "review-two-extractors.png")
+            asked: list[str] = []
+
+            def decline(dialog) -> None:
+                asked.append(dialog.message)
+                dialog.dismiss()
+
+            page.once("dialog", decline)
+            page.click("#approve")  # a flagged value: approved only once confirmed — here declined
+            page.wait_for_timeout(500)
+            assert asked and "model B (model-b) gives 29" in asked[0] and "Approve it anyway?" in asked[0]
+            assert page.inner_text("#field-n_control [data-provenance]") == "awaiting_review"
             page.click("#use-candidate-B")  # the reviewer takes model B's value, with its quote
             page.wait_for_selector("text=correct recorded for n_control by Ana Reviewer")
             assert page.inner_text("#field-n_control [data-provenance]") == "reviewer_corrected"

@@ -57,3 +57,15 @@ def test_unknown_roles_and_blindness_are_refused(tmp_path):
         decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, role="boss")
     with pytest.raises(DecisionRefused, match="unknown blindness"):
         decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, blind_to=["everything"])
+
+
+def test_a_value_the_model_left_empty_can_be_filled_in_or_confirmed_from_a_workbook(tmp_path):
+    """A workbook cell shows no value as empty, the page as "—": neither is taken for a changed model value."""
+    store, record = Store(str(tmp_path)), _record()
+    record.fields["p_value"] = {"module": "outcome", "value": None, "quote": None, "tier": "not_reported", "flags": []}
+    shown = (record.sha256, record.extraction_version)
+    filled = decide(store, record, "p_value", "correct", reviewer="ana", shown=shown, shown_value="", value="0.006")
+    confirmed = decide(store, record, "p_value", "reject", reviewer="ben", shown=shown, shown_value="—")
+    assert filled.value == "0.006" and confirmed.action == "reject"
+    with pytest.raises(DecisionRefused, match="changed since this was shown"):
+        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, shown_value="")  # 30 is a value
