@@ -15,7 +15,7 @@ from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
-from atlas_pipeline.review.decisions import DecisionRefused, coerce_value
+from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
 from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
@@ -147,11 +147,12 @@ FIELD_SCHEMA = {
     "extraction_version": pl.String,
     # filled in by a reviewer in the workbook and imported from the review inbox (review.workbook_import)
     "decision": pl.String,
+    "reject_reason": pl.String,
     "corrected_value": pl.String,
     "review_note": pl.String,
     "reviewer": pl.String,
 }
-DECISION_CHOICES = {"decision": ["approve", "correct", "reject"]}
+DECISION_CHOICES = {"decision": list(ACTIONS), "reject_reason": list(REJECT_REASONS)}
 
 
 def _text(value: object) -> str | None:
@@ -195,7 +196,9 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "provenance": final.provenance if final else "awaiting_review",
                     "decided_by": final.reviewer or None if final else None,
                     "decided_at": final.decided_at or None if final else None,
-                    "decision_note": final.note or None if final else None,
+                    "decision_note": (f"{final.reject_reason}: " if final and final.reject_reason else "")
+                    + (final.note if final else "")
+                    or None,
                     "corrected_quote": final.corrected_quote if final else None,
                     "previous_model_value": _text(final.previous_model_value) if final else None,
                     "disagreement": "; ".join(f"{who}: {what}" for who, what in final.disagreement.items()) or None
@@ -220,6 +223,7 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "sha256": record.sha256,
                     "extraction_version": record.extraction_version,
                     "decision": None,
+                    "reject_reason": None,
                     "corrected_value": None,
                     "review_note": None,
                     "reviewer": None,

@@ -33,6 +33,8 @@ LOGGER = logging.getLogger(__name__)
 Action = Literal["approve", "correct", "reject"]
 ACTIONS: tuple[str, ...] = ("approve", "correct", "reject")
 Role = Literal["reviewer", "adjudicator"]
+# why a value was rejected: the document does not report it, or it does and the value, the quote or the field is wrong
+REJECT_REASONS: tuple[str, ...] = ("not_reported", "wrong_value", "wrong_quote", "not_applicable")
 # what a reviewer did not see when deciding: other reviewers' decisions, the models' values (an extraction by hand)
 BLIND_TO: tuple[str, ...] = ("reviewers", "models")
 
@@ -65,6 +67,7 @@ class Decision(BaseModel):
     source: str = "page"  # page | workbook:<file name>
     role: Role = "reviewer"  # an adjudicator's decision settles a disagreement between reviewers (consensus)
     blind_to: list[str] = Field(default_factory=list)  # who saw what: hidden when deciding (``BLIND_TO``)
+    reason: str = ""  # a rejection's reason (``REJECT_REASONS``)
 
     @field_validator("note", "reviewer")
     @classmethod
@@ -215,6 +218,7 @@ def decide(
     identity: Sequence[str] = (),
     role: str = "reviewer",
     blind_to: Sequence[str] = (),
+    reason: str = "",
 ) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
@@ -225,6 +229,11 @@ def decide(
     again and None is returned. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``:
     what the reviewer did not see (``BLIND_TO``), recorded with the decision.
     """
+    reason = (reason or "").strip().lower().replace(" ", "_")
+    if reason and (action != "reject" or reason not in REJECT_REASONS):
+        raise DecisionRefused(
+            f"a reason ({reason!r}) goes with a rejection only, and is one of {', '.join(REJECT_REASONS)}"
+        )
     if role not in ("reviewer", "adjudicator"):
         raise DecisionRefused(f"unknown role {role!r}: reviewer or adjudicator")
     unknown = sorted(set(blind_to) - set(BLIND_TO))
@@ -286,6 +295,7 @@ def decide(
         source=source,
         role=role,  # type: ignore[arg-type]  # checked above
         blind_to=sorted(set(blind_to)),
+        reason=reason,
     )
     store.write_json(f"{decisions_dir(record.key)}/{decision_file(decision)}", decision.model_dump(mode="json"))
     return decision

@@ -80,6 +80,7 @@ class FinalField(BaseModel):
     disagreement: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, when they differ
     reviewer_outcomes: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, two or more of them
     adjudicated_by: str = ""  # the adjudicator whose decision settled the reviewers' disagreement
+    reject_reason: str = ""  # why the value counting now was rejected (``decisions.REJECT_REASONS``)
 
     @property
     def decided(self) -> bool:
@@ -169,6 +170,7 @@ def review_field(
         )
         base.reviewer, base.decided_at, base.decision = latest.reviewer, latest.decided_at, latest.action
         base.decision_id, base.note, base.corrected_quote = latest.id, latest.note, latest.quote
+        base.reject_reason = latest.reason if latest.action == "reject" else ""
         return base
     if decisions:  # decided on a value the model no longer gives
         stale = decisions[-1]

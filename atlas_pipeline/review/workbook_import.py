@@ -158,6 +158,7 @@ def import_workbook(
                 identity=template.identity_for(outcome.field),
                 value=row.get("corrected_value"),
                 note=_text(row.get("review_note")),
+                reason=_text(row.get("reject_reason")),
                 source=f"workbook:{name}",
                 decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
             )

@@ -180,6 +180,7 @@ async def decision(request: Request) -> Response:
             source="page",
             role="adjudicator" if form.get("role") == "adjudicator" else "reviewer",
             blind_to=BLINDNESS.get(str(form.get("blind") or ""), ()),
+            reason=str(form.get("reason") or ""),
         )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))

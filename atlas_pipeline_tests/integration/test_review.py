@@ -239,6 +239,9 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
             (KEY, "n_treatment"): {"decision": "correct", "corrected_value": "thirty"},
             (KEY, "sd_control"): {"decision": "maybe"},
             (KEY, "mean_control"): {"decision": "approve"},  # its sha256 is tampered below: an older extraction
+            # values the model left empty: one filled in by hand, one confirmed as not reported, with its reason
+            (KEY, "funding_source"): {"decision": "correct", "corrected_value": "none declared"},
+            (KEY, "male_percent"): {"decision": "reject", "reject_reason": "not_reported"},
         },
         tamper_sha_of="mean_control",
     )
@@ -246,6 +249,8 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     template = run.atlas.load_template()
     report = import_workbook(store, workbook, "reviewed.xlsx", template, default_reviewer="dan")
     assert sorted((row.field, row.decision) for row in report.applied) == [
+        ("funding_source", "correct"),
+        ("male_percent", "reject"),
         ("n_control", "correct"),
         ("study_id", "approve"),
     ]
@@ -256,7 +261,8 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     assert [r.reason for r in report.refused if r.document == "PMC0000000.pdf"] == ["unknown document 'PMC0000000.pdf'"]
     assert report.rows_without_decision > 20
     decisions = {d.field: d for d in load_decisions(store, KEY)}
-    assert set(decisions) == {"n_control", "study_id"}
+    assert set(decisions) == {"n_control", "study_id", "funding_source", "male_percent"}
+    assert decisions["male_percent"].reason == "not_reported" and decisions["funding_source"].value == "none declared"
     assert (decisions["n_control"].value, decisions["n_control"].reviewer) == (29, "dan")
     assert decisions["study_id"].reviewer == "carla" and decisions["study_id"].source == "workbook:reviewed.xlsx"
     assert import_reports(store)[0].sha256 == report.sha256  # kept, for the review page
@@ -276,7 +282,7 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
         "n_treatment": "'inf' is not a whole number",
         "age_control": "'1e400' is not a number",
     }
-    assert len(load_decisions(store, KEY)) == 2
+    assert len(load_decisions(store, KEY)) == 4
 
     # dropped into the inbox, the review sensor imports it once and asks for the document's review
     inbox = tmp_path / "inbox"

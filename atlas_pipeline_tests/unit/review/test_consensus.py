@@ -69,3 +69,15 @@ def test_a_value_the_model_left_empty_can_be_filled_in_or_confirmed_from_a_workb
     assert filled.value == "0.006" and confirmed.action == "reject"
     with pytest.raises(DecisionRefused, match="changed since this was shown"):
         decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, shown_value="")  # 30 is a value
+
+
+def test_a_rejection_says_why(tmp_path):
+    store, record = Store(str(tmp_path)), _record()
+    shown = (record.sha256, record.extraction_version)
+    decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="not reported")
+    final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
+    assert (final.provenance, final.reject_reason) == ("rejected", "not_reported")
+    with pytest.raises(DecisionRefused, match="goes with a rejection only"):
+        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, reason="wrong_value")
+    with pytest.raises(DecisionRefused, match="one of not_reported"):
+        decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="boring")
