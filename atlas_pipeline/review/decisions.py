@@ -30,7 +30,7 @@ from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
 from atlas_pipeline.store.records import ExtractionRecord
 
 LOGGER = logging.getLogger(__name__)
-Action = Literal["approve", "correct", "reject"]
+Action = Literal["approve", "correct", "reject", "withdraw"]  # withdraw: a reviewer's undo (``withdraw``)
 ACTIONS: tuple[str, ...] = ("approve", "correct", "reject")
 Role = Literal["reviewer", "adjudicator"]
 # why a value was rejected: the document does not report it, or it does and the value, the quote or the field is wrong
@@ -68,6 +68,7 @@ class Decision(BaseModel):
     role: Role = "reviewer"  # an adjudicator's decision settles a disagreement between reviewers (consensus)
     blind_to: list[str] = Field(default_factory=list)  # who saw what: hidden when deciding (``BLIND_TO``)
     reason: str = ""  # a rejection's reason (``REJECT_REASONS``)
+    withdraws: str = ""  # ``withdraw``: the id of the decision taken back (the log keeps both)
 
     @field_validator("note", "reviewer")
     @classmethod
@@ -316,15 +317,43 @@ def decision_file(decision: Decision) -> str:
     return decision_path(decision.document, _file_stamp(decision.decided_at), decision.id).rsplit("/", 1)[-1]
 
 
-def load_decisions(store: Store, key: str) -> list[Decision]:
-    """Every readable decision on a document, oldest first (a damaged file is logged and left out, never fatal)."""
+def load_decisions(store: Store, key: str, *, withdrawn: bool = False) -> list[Decision]:
+    """Every readable decision on a document that counts, oldest first (a damaged file is logged and left out, never
+    fatal). ``withdrawn``: also the decisions taken back and the withdrawals themselves (the whole audit log)."""
     decisions = []
     for path in store.files(decisions_dir(key)):
         try:
             decisions.append(Decision.model_validate(store.read_json(path)))
         except (ValueError, OSError) as error:
             LOGGER.warning("review decision %s cannot be read and is left out: %s", path, error)
-    return sorted(decisions, key=lambda decision: decision.order)
+    decisions.sort(key=lambda decision: decision.order)
+    if withdrawn:
+        return decisions
+    taken_back = {decision.withdraws for decision in decisions if decision.action == "withdraw"}
+    return [d for d in decisions if d.action != "withdraw" and d.id not in taken_back]
+
+
+def withdraw(store: Store, record: ExtractionRecord, field: str, *, reviewer: str) -> Decision:
+    """Undo: take back ``reviewer``'s last decision on ``field`` that still counts — by a withdrawal added to the log
+    (nothing is deleted); the decision before it, if any, counts again."""
+    reviewer = reviewer_name(reviewer)
+    mine = [d for d in load_decisions(store, record.key) if d.field == field and d.reviewer == reviewer]
+    if not mine:
+        raise DecisionRefused(f"{reviewer} has no decision on {field} to undo")
+    last = mine[-1]
+    decision = Decision(
+        id=uuid.uuid4().hex[:12],
+        document=record.key,
+        field=field,
+        action="withdraw",
+        reviewer=reviewer,
+        decided_at=now_stamp(),
+        made_on=last.made_on,
+        withdraws=last.id,
+        note=f"undo of {last.outcome()}",
+    )
+    store.write_json(f"{decisions_dir(record.key)}/{decision_file(decision)}", decision.model_dump(mode="json"))
+    return decision
 
 
 def stable_id(*parts: str) -> str:

@@ -39,6 +39,7 @@ from atlas_pipeline.review.decisions import (
     decision_marks,
     load_decisions,
     value_text,
+    withdraw,
 )
 from atlas_pipeline.review.evidence import render_page
 from atlas_pipeline.review.final_values import review_document
@@ -194,6 +195,33 @@ async def decision(request: Request) -> Response:
     )
     response.set_cookie(REVIEWER_COOKIE, url_quote(reviewer), httponly=True, samesite="strict")
     return response
+
+
+async def undo(request: Request) -> Response:
+    """Take back the reviewer's last decision on a field (a withdrawal in the log; the one before counts again)."""
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: an undo must come from the review page itself", status_code=403)
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    form = await request.form()
+    field = str(request.path_params["field"])
+    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    try:
+        record = read_record(page.store, key, "extraction", ExtractionRecord)
+        if record is None:
+            raise DecisionRefused("this document has no extraction to review yet")
+        withdrawn = withdraw(page.store, record, field, reviewer=reviewer)
+    except DecisionRefused as refused:
+        context = document_context(page, request, key, error=str(refused))
+        return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
+    blind = f"&blind={form.get('blind')}" if form.get("blind") in BLINDNESS else ""
+    message = f"{withdrawn.note} undone for {field} by {withdrawn.reviewer}"
+    return RedirectResponse(
+        f"/documents/{url_quote(key)}?field={url_quote(field)}{blind}&message={url_quote(message)}", status_code=303
+    )
 
 
 def _group(page: ReviewPage, name: str):
@@ -435,6 +463,7 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             Route("/documents/{key}", document),
             Route("/documents/{key}/pages/{number:int}.png", page_image),
             Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),
+            Route("/documents/{key}/fields/{field}/undo", undo, methods=["POST"]),
             Route("/documents/{key}/groups/{group}/entries", add_entry, methods=["POST"]),
             Route("/documents/{key}/groups/{group}/entries/{entry:int}/reject", reject_entry, methods=["POST"]),
         ],

@@ -296,6 +296,17 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             page.click("#correct")
             page.wait_for_selector("text=correct recorded for sd_control by Ana Reviewer")
 
+            # a rejection with its reason, then undone: the value counts as before, the log keeps both
+            page.goto(f"{site}/documents/{KEY}?field=age_control")
+            page.select_option("#reject-reason", "wrong_value")
+            page.click("#reject")
+            page.wait_for_selector("text=reject recorded for age_control by Ana Reviewer")
+            assert page.inner_text("#field-age_control [data-provenance]") == "rejected"
+            page.goto(f"{site}/documents/{KEY}?field=age_control")
+            page.click("#undo")
+            page.wait_for_selector("text=undo of reject undone for age_control by Ana Reviewer")
+            assert page.inner_text("#field-age_control [data-provenance]") == "model_verified"
+
             def become(name: str) -> None:
                 page.fill("#reviewer-name", name)
                 page.click('header form[action="/reviewer"] button')
@@ -339,5 +350,10 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
     by = {d.reviewer: d for d in decisions if d.field == "p_value"}
     assert by["Ben"].blind_to == ["models", "reviewers"] and by["Cara"].blind_to == ["reviewers"]
     assert by["Dan Adjudicator"].role == "adjudicator" and by["Ben"].role == "reviewer"
+    assert rows["age_control"]["provenance"] == "model_verified"  # the rejection was undone
+    log = [
+        d for d in load_decisions(Store(str(tmp_path / "artifacts")), KEY, withdrawn=True) if d.field == "age_control"
+    ]
+    assert [(d.action, d.reason) for d in log] == [("reject", "wrong_value"), ("withdraw", "")]
     assert (rows["n_treatment"]["agreement"], rows["n_treatment"]["second_value"]) == ("agreed", None)
     assert (rows["sd_control"]["agreement"], rows["sd_control"]["second_value"]) == ("disagreed", "27.0")

@@ -4,7 +4,7 @@ decision records what its reviewer did not see."""
 import pytest
 
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
+from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, withdraw
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord
@@ -81,3 +81,16 @@ def test_a_rejection_says_why(tmp_path):
         decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, reason="wrong_value")
     with pytest.raises(DecisionRefused, match="one of not_reported"):
         decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="boring")
+
+
+def test_undo_takes_back_ones_own_last_decision_and_keeps_the_log(tmp_path):
+    store, record = Store(str(tmp_path)), _record()
+    shown = (record.sha256, record.extraction_version)
+    decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29)
+    decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="wrong_value")
+    with pytest.raises(DecisionRefused, match="ben has no decision on n_control"):
+        withdraw(store, record, "n_control", reviewer="ben")
+    withdraw(store, record, "n_control", reviewer="ana")
+    final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
+    assert (final.provenance, final.final_value) == ("reviewer_corrected", "29")  # the one before counts again
+    assert [d.action for d in load_decisions(store, record.key, withdrawn=True)] == ["correct", "reject", "withdraw"]
