@@ -212,7 +212,7 @@ class Deployment:
         first = self.llm_config()
         base_url = settings.llm_second_base_url or first.base_url
         key = settings.llm_second_api_key.get_secret_value()
-        if not key and base_url == first.base_url:
+        if not key and base_url.rstrip("/") == first.base_url.rstrip("/"):
             key = first.api_key
         return dataclasses.replace(first, model=settings.llm_second_model, base_url=base_url, api_key=key)
 

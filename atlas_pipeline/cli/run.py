@@ -131,8 +131,8 @@ def command_run(args: argparse.Namespace) -> int:
             for report in import_inbox(Store(settings.review_inbox), store, template, settings.reviewer):
                 print(f"review inbox: {report.summary()}")
 
-        def reviews_behind(candidates: list[str]) -> list[str]:
-            marks = decision_marks(store)
+        def reviews_behind(keys: list[str]) -> list[str]:
+            marks, candidates = decision_marks(store), set(keys)
             return reviews_to_merge(marks, merged_marks(store, [key for key in marks if key in candidates]), candidates)
 
         behind = reviews_behind([entry.key for entry in entries if entry.key not in keys])

@@ -193,7 +193,8 @@ class AtlasSettings(BaseSettings):
     llm_second_base_url: str = Field("", description="Endpoint of the second extractor (empty: ATLAS_LLM_BASE_URL).")
     llm_second_api_key: SecretStr = Field(
         SecretStr(""),
-        description="API key of the second extractor's endpoint (never logged or stored; empty: ATLAS_LLM_API_KEY).",
+        description="API key of the second extractor's endpoint (never logged or stored; empty: ATLAS_LLM_API_KEY "
+        "when the endpoint is the first's).",
     )
     llm_timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of one LLM request.")
     llm_max_retries: int = Field(4, ge=0, le=20, description="Retries of transient LLM errors (429, 5xx, timeouts).")

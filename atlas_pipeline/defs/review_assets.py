@@ -34,7 +34,7 @@ def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     accepted = atlas.deployment.accepted_tiers()
     for key in batch.keys:
         record = read_record(store, key, "extraction", ExtractionRecord)
-        review = review_document(record, load_decisions(store, key), accepted)
+        review = review_document(record, load_decisions(store, key, withdrawn=True), accepted)
         if review is None:
             batch.add_metadata(key, {"status": "no extraction", "review_page": atlas.review_link(key)})
             continue

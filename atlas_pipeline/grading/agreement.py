@@ -16,6 +16,7 @@ correcting for).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,11 +35,15 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip()) or value == []
 
 
+_GROUPED = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$")  # 1,200 or 12,345.6: thousands, not a decimal comma
+
+
 def _number(value: Any) -> Decimal | None:
     if isinstance(value, bool):
         return None
+    text = str(value).strip().replace("\u2212", "-")
     try:
-        return Decimal(str(value).strip().replace("\u2212", "-").replace(",", ""))
+        return Decimal(text.replace(",", "") if _GROUPED.match(text) else text)
     except InvalidOperation:
         return None
 

@@ -84,9 +84,13 @@ def agreement_rows(states: Iterable[DocumentState], template: Template) -> list[
                     final.provenance == "reviewer_corrected" and same_value(final.final_value, final.model_value, kind)
                 )
                 person.setdefault(_name(name), _Pairs()).add(final.model_value, final.final_value, kept)
-            outcomes = list(final.reviewer_outcomes.values())
-            if len(outcomes) >= 2:
-                reviewers.setdefault(_name(name), _Pairs()).add(outcomes[0], outcomes[1], outcomes[0] == outcomes[1])
+            results = list(final.reviewer_values.values())
+            if len(results) >= 2:  # what their decisions leave: approving 42 and correcting to 42 agree
+                first, second = results[0], results[1]
+                agreed = (first is None and second is None) or (
+                    first is not None and second is not None and same_value(first, second, kind)
+                )
+                reviewers.setdefault(_name(name), _Pairs()).add(first, second, agreed)
     kinds = {
         (f"{module.name}.{field.name}" if module.repeating else field.name): field.kind
         for module in template.modules
@@ -113,7 +117,7 @@ def agreement_rows(states: Iterable[DocumentState], template: Template) -> list[
                 "reviewers_compared": by_reviewers.compared,
                 "reviewers_agreed": by_reviewers.agreed,
                 "reviewers_percent": by_reviewers.percent(),
-                "reviewers_kappa": cohen_kappa(by_reviewers.pairs or []) if by_reviewers.compared else None,
+                "reviewers_kappa": cohen_kappa(by_reviewers.pairs or []) if labels and by_reviewers.compared else None,
             }
         )
     return rows

@@ -196,9 +196,9 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "provenance": final.provenance if final else "awaiting_review",
                     "decided_by": final.reviewer or None if final else None,
                     "decided_at": final.decided_at or None if final else None,
-                    "decision_note": (f"{final.reject_reason}: " if final and final.reject_reason else "")
-                    + (final.note if final else "")
-                    or None,
+                    "decision_note": "; ".join(filter(None, [final.reject_reason, final.note])) or None
+                    if final
+                    else None,
                     "corrected_quote": final.corrected_quote if final else None,
                     "previous_model_value": _text(final.previous_model_value) if final else None,
                     "disagreement": "; ".join(f"{who}: {what}" for who, what in final.disagreement.items()) or None

@@ -266,7 +266,7 @@ def decide(
         )
     reviewer = reviewer_name(reviewer)
     corrected = coerce_value(value, template_field) if action == "correct" else None
-    for earlier in load_decisions(store, record.key) if decision_id or source != "page" else []:
+    for earlier in load_decisions(store, record.key, withdrawn=True) if decision_id or source != "page" else []:
         repeated = (
             earlier.field == field
             and (earlier.reviewer, earlier.action, earlier.value) == (reviewer, action, corrected)
@@ -327,8 +327,11 @@ def load_decisions(store: Store, key: str, *, withdrawn: bool = False) -> list[D
         except (ValueError, OSError) as error:
             LOGGER.warning("review decision %s cannot be read and is left out: %s", path, error)
     decisions.sort(key=lambda decision: decision.order)
-    if withdrawn:
-        return decisions
+    return decisions if withdrawn else counting(decisions)
+
+
+def counting(decisions: list[Decision]) -> list[Decision]:
+    """The decisions that count: withdrawals and the decisions they took back left out."""
     taken_back = {decision.withdraws for decision in decisions if decision.action == "withdraw"}
     return [d for d in decisions if d.action != "withdraw" and d.id not in taken_back]
 

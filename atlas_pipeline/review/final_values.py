@@ -27,6 +27,7 @@ from atlas_pipeline.core.templates import entry_field_parts
 from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.review.decisions import (
     Decision,
+    counting,
     decision_file,
     entry_identity,
     load_decisions,
@@ -79,6 +80,7 @@ class FinalField(BaseModel):
     decisions: int = 0  # how many decisions the audit log holds on this field
     disagreement: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, when they differ
     reviewer_outcomes: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, two or more of them
+    reviewer_values: dict[str, Any] = Field(default_factory=dict)  # reviewer → the value their decision results in
     adjudicated_by: str = ""  # the adjudicator whose decision settled the reviewers' disagreement
     reject_reason: str = ""  # why the value counting now was rejected (``decisions.REJECT_REASONS``)
 
@@ -156,10 +158,13 @@ def review_field(
         if decision.role != "adjudicator":
             latest_by_reviewer[decision.reviewer] = decision
     outcomes = {reviewer: decision.outcome() for reviewer, decision in latest_by_reviewer.items()}
+    results = {reviewer: _result(decision, model_value) for reviewer, decision in latest_by_reviewer.items()}
     if len(outcomes) > 1:
-        base.reviewer_outcomes = outcomes
+        base.reviewer_outcomes, base.reviewer_values = outcomes, results
     adjudications = [decision for decision in current if decision.role == "adjudicator"]
-    if len(set(outcomes.values())) > 1 and not adjudications:
+    values = list(results.values())
+    differ = any(not same_value(values[0], value) for value in values[1:])  # approve 42 and correct → 42 agree
+    if differ and not adjudications:
         base.disagreement = outcomes  # open until an adjudicator settles it (the consensus step)
     if current:
         latest = adjudications[-1] if adjudications else current[-1]
@@ -184,6 +189,11 @@ def review_field(
     return base
 
 
+def _result(decision: Decision, model_value: Any) -> Any:
+    """The value a decision leaves: the model's (approve), none (reject), the reviewer's (correct)."""
+    return {"approve": model_value, "reject": None}.get(decision.action, decision.value)
+
+
 def _same_entry(decision: Decision, fields: dict[str, Any]) -> bool:
     """Whether the entry a decision's field belongs to is still the one it was made on (a re-extraction may give the
     outcomes in another order: entry 2 is then another outcome, and a decision on its old occupant must not apply)."""
@@ -196,9 +206,11 @@ def _same_entry(decision: Decision, fields: dict[str, Any]) -> bool:
 def review_document(
     record: ExtractionRecord | None, decisions: list[Decision], accepted_tiers: frozenset[str]
 ) -> DocumentReview | None:
-    """The document's review, or None when it has no extraction yet."""
+    """The document's review, or None when it has no extraction yet. ``decisions``: its decision log (withdrawals
+    included or not: they are applied here; the review's mark is the mark of the log given)."""
     if record is None:
         return None
+    log, decisions = decisions, counting(decisions)
     extracted = {name: field for name, field in record.fields.items() if isinstance(field, dict)}
     reviewable = bool(extracted) and record.status.value not in ("failed", "skipped")
     by_field: dict[str, list[Decision]] = {}
@@ -251,7 +263,7 @@ def review_document(
         decisions=len(decisions),
         reviewers=sorted({decision.reviewer for decision in decisions}),
         disagreements=sum(1 for field in fields.values() if field.disagreement),
-        decision_mark=log_mark([decision_file(decision) for decision in decisions]) if decisions else "",
+        decision_mark=log_mark([decision_file(decision) for decision in log]) if log else "",
         accepted_tiers=sorted(accepted_tiers),
         reviewed_at=now_iso(),
     )
@@ -276,7 +288,9 @@ def current_review(
     extraction made before reviews existed, a policy changed since): the exports never wait for a run."""
     if applies_to(stored, record, accepted_tiers):
         return stored
-    return review_document(record, load_decisions(store, record.key), accepted_tiers) if record else None
+    return (
+        review_document(record, load_decisions(store, record.key, withdrawn=True), accepted_tiers) if record else None
+    )
 
 
 def merged_marks(store: Store, keys: Iterable[str]) -> dict[str, str]:

@@ -382,10 +382,11 @@ async def disagreements(request: Request) -> Response:
         if (
             state.key in marks
             and state.extraction is not None
+            and not state.stale
             and (review is None or review.decision_mark != marks[state.key])
         ):
             # decided since the last merge (no daemon running, or not yet): this page shows the decisions as they are
-            decisions = load_decisions(page.store, state.key)
+            decisions = load_decisions(page.store, state.key, withdrawn=True)
             review = review_document(state.extraction, decisions, page.deployment.accepted_tiers())
         disputed = [(name, final) for name, final in (review.fields.items() if review else []) if final.disagreement]
         decisions = load_decisions(page.store, state.key) if disputed else []

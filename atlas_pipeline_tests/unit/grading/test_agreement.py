@@ -26,6 +26,7 @@ def template() -> Template:
         (1.23, 1.2, "number", False),
         ("\u22120.5", -0.5, "number", True),  # a typographic minus
         ("1,200", 1200, "number", True),
+        ("1,5", "15", "number", False),  # a decimal comma is no thousands separator
         (0.5, -0.5, "number", False),  # a sign
         ("Placebo", "placebo", "label", True),
         ("MD", "SMD", "label", False),

@@ -4,7 +4,8 @@ decision records what its reviewer did not see."""
 import pytest
 
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, withdraw
+from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.review.decisions import DecisionRefused, decide, decision_marks, load_decisions, withdraw
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord
@@ -94,3 +95,16 @@ def test_undo_takes_back_ones_own_last_decision_and_keeps_the_log(tmp_path):
     final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
     assert (final.provenance, final.final_value) == ("reviewer_corrected", "29")  # the one before counts again
     assert [d.action for d in load_decisions(store, record.key, withdrawn=True)] == ["correct", "reject", "withdraw"]
+    # the review made from the whole log carries the log's mark: nothing is left to merge after an undo
+    merged = review_document(record, load_decisions(store, record.key, withdrawn=True), frozenset({"verified"}))
+    assert merged.decision_mark == decision_marks(store)[record.key]
+
+
+def test_reviewers_who_leave_the_same_value_agree_whatever_they_clicked(tmp_path):
+    store, record = Store(str(tmp_path)), _record()
+    shown = (record.sha256, record.extraction_version)
+    n_control = Deployment.from_environment({}).load_template().field_definition("n_control")  # a whole number
+    decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value="30", template_field=n_control)
+    decide(store, record, "n_control", "approve", reviewer="ben", shown=shown)
+    final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
+    assert final.disagreement == {} and final.reviewer_outcomes == {"ana": "correct → 30", "ben": "approve"}
