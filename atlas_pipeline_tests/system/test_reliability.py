@@ -13,6 +13,7 @@ import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.core.statuses import TERMINAL
+from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline_tests.servers.processes import create_database, dagster_daemon, postgres_server, watched_folder_env
 from atlas_pipeline_tests.support.corpus import CORPUS, SEED_KB
@@ -73,7 +74,7 @@ def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(t
                 if not restarted and len(done) >= 8:
                     server.restart()
                     restarted = True
-                states = settle(atlas.document_states, instance)
+                states = settle(document_states, instance, atlas)
                 finished = [s for s in states if s.status in TERMINAL]
                 if killed and restarted and not runs and len(states) == documents == len(finished):
                     break
