@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -152,17 +153,41 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
-async def decision(request: Request) -> Response:
+@dataclass(frozen=True)
+class _FieldPost:
+    """A POST about one field of one document, from the page itself."""
+
+    page: ReviewPage
+    key: str
+    field: str
+    form: Any
+    reviewer: str
+
+    @property
+    def blind(self) -> str:
+        """The independent pass to stay in, as a query parameter."""
+        return f"&blind={self.form.get('blind')}" if self.form.get("blind") in BLINDNESS else ""
+
+
+async def _field_post(request: Request, what: str) -> _FieldPost | Response:
+    """The post, or the refusal: from another site (403), about an unknown document (404)."""
     page: ReviewPage = request.app.state.page
     if not _same_origin(request):
-        return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
+        return PlainTextResponse(f"refused: {what} must come from the review page itself", status_code=403)
     try:
         key = _key(request)
     except _NotFound as error:
         return PlainTextResponse(str(error), status_code=404)
     form = await request.form()
-    field = str(request.path_params["field"])
     reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    return _FieldPost(page, key, str(request.path_params["field"]), form, reviewer)
+
+
+async def decision(request: Request) -> Response:
+    post = await _field_post(request, "a decision")
+    if isinstance(post, Response):
+        return post
+    page, key, field, form, reviewer = post.page, post.key, post.field, post.form, post.reviewer
     template = page.template()
     try:
         decide(
@@ -186,10 +211,9 @@ async def decision(request: Request) -> Response:
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
-    blind = f"&blind={form.get('blind')}" if form.get("blind") in BLINDNESS else ""
     go_to = str(form.get("next") or field)
     response = RedirectResponse(
-        f"/documents/{url_quote(key)}?field={url_quote(go_to)}{blind}&message="
+        f"/documents/{url_quote(key)}?field={url_quote(go_to)}{post.blind}&message="
         + url_quote(f"{form.get('action')} recorded for {field} by {reviewer}"),
         status_code=303,
     )
@@ -199,16 +223,10 @@ async def decision(request: Request) -> Response:
 
 async def undo(request: Request) -> Response:
     """Take back the reviewer's last decision on a field (a withdrawal in the log; the one before counts again)."""
-    page: ReviewPage = request.app.state.page
-    if not _same_origin(request):
-        return PlainTextResponse("refused: an undo must come from the review page itself", status_code=403)
-    try:
-        key = _key(request)
-    except _NotFound as error:
-        return PlainTextResponse(str(error), status_code=404)
-    form = await request.form()
-    field = str(request.path_params["field"])
-    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    post = await _field_post(request, "an undo")
+    if isinstance(post, Response):
+        return post
+    page, key, field, reviewer = post.page, post.key, post.field, post.reviewer
     try:
         record = read_record(page.store, key, "extraction", ExtractionRecord)
         if record is None:
@@ -217,10 +235,10 @@ async def undo(request: Request) -> Response:
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
-    blind = f"&blind={form.get('blind')}" if form.get("blind") in BLINDNESS else ""
     message = f"{withdrawn.note} undone for {field} by {withdrawn.reviewer}"
     return RedirectResponse(
-        f"/documents/{url_quote(key)}?field={url_quote(field)}{blind}&message={url_quote(message)}", status_code=303
+        f"/documents/{url_quote(key)}?field={url_quote(field)}{post.blind}&message={url_quote(message)}",
+        status_code=303,
     )
 
 
