@@ -33,7 +33,14 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.review.final_values import merged_marks
     from atlas_pipeline.review.workbook_import import import_inbox
     from atlas_pipeline.store.files import Store
-    from atlas_pipeline.store.layout import APPROVED_STEM, COMPLETION_PATH, EXPORT_STEM, FIELDS_STEM, export_path
+    from atlas_pipeline.store.layout import (
+        AGREEMENT_STEM,
+        APPROVED_STEM,
+        COMPLETION_PATH,
+        EXPORT_STEM,
+        FIELDS_STEM,
+        export_path,
+    )
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
     settings = load_settings()
@@ -177,6 +184,9 @@ def command_run(args: argparse.Namespace) -> int:
         print(
             f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
         )
+        if settings.llm_second_model:
+            agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
+            print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")
         print(f"  review them: `atlas review` (http://127.0.0.1:{settings.review_port})")
         print("  search them: `atlas search WORDS`")
         print_sources(settings)

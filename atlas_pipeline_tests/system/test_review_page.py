@@ -259,6 +259,7 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
         ran = subprocess.run([str(BIN / "atlas"), "run"], env=env, cwd=tmp_path, capture_output=True, text=True)
         assert ran.returncode in (0, 1), ran.stdout + ran.stderr
         assert f"{KEY}: " in ran.stdout and "with model B (model-b)" in ran.stdout, ran.stdout
+        assert "agreement per field (model A vs B, model vs person, reviewers): " in ran.stdout
         with review_server(env, review_port, tmp_path) as site, browser_page() as page:
             page.goto(f"{site}/documents/{KEY}?field=n_control")
             page.fill("#reviewer-name", "Ana Reviewer")
