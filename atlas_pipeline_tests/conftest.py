@@ -119,6 +119,7 @@ def settings_for(tmp_path: Path):
             "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
             "ATLAS_EXPORTS": str(tmp_path / "exports"),
             "ATLAS_LLM_GATE_DIR": str(tmp_path / "llm-gate"),
+            "ATLAS_REVIEW_USERS": str(tmp_path / "review_users.json"),
         }
         env.update({f"ATLAS_{name.upper()}": value for name, value in extra.items()})
         return load_settings(env)

@@ -18,6 +18,7 @@ from atlas_pipeline.cli.search import command_search
 from atlas_pipeline.cli.show_settings import command_settings
 from atlas_pipeline.cli.sources import command_sources
 from atlas_pipeline.cli.status import command_status
+from atlas_pipeline.cli.users import add_users_parser
 from atlas_pipeline.config.redaction import install_log_redaction, redact
 from atlas_pipeline.config.settings import SettingsError, SettingsWarning
 from atlas_pipeline.core.templates import TemplateError
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     sources.set_defaults(handler=command_sources)
     settings = commands.add_parser("settings", help=command_settings.__doc__)
     settings.set_defaults(handler=command_settings)
+    add_users_parser(commands)
     return parser
 
 

@@ -8,6 +8,9 @@ import socket
 import sys
 
 from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.review.accounts import AccountError, load_accounts
+
+LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 
 
 def command_review(args: argparse.Namespace) -> int:
@@ -20,6 +23,20 @@ def command_review(args: argparse.Namespace) -> int:
     settings = load_settings()
     home = prepare_dagster_home(settings.instance_config)
     port = args.port or settings.review_port
+    if args.host not in LOOPBACK_ADDRESSES and not settings.review_auth_header:
+        try:
+            accounts = load_accounts(settings.review_users)
+        except AccountError as error:
+            print(f"atlas: {error}", file=sys.stderr)
+            return 2
+        if not accounts:
+            print(
+                f"atlas: the review page listens beyond this machine ({args.host}) only with authentication: add "
+                "accounts with `atlas users add NAME --role …`, or set ATLAS_REVIEW_AUTH_HEADER behind a proxy that "
+                "logs people in",
+                file=sys.stderr,
+            )
+            return 2
     problem = port_problem(args.host, port)
     if problem:
         print(f"atlas: cannot serve the review page on {args.host}:{port}: {problem}", file=sys.stderr)

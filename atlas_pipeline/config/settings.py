@@ -250,6 +250,19 @@ class AtlasSettings(BaseSettings):
         description="Host names the review page and the Dagster UI of `atlas dev` answer besides 127.0.0.1, localhost "
         "and [::1] (comma-separated; for serving them on a network: any other Host is refused, no DNS rebinding).",
     )
+    review_users: str = Field(
+        "var/review_users.json",
+        description="The review page's accounts file (names, roles, password hashes), managed by `atlas users`; once "
+        "it holds an account, everyone logs in and decisions are recorded under the login.",
+    )
+    review_auth_header: str = Field(
+        "",
+        description="Request header in which a reverse proxy that authenticates people passes the user name (e.g. "
+        "X-Forwarded-User; empty: none). Trusted as is: set it only when every request comes through that proxy.",
+    )
+    review_session_hours: float = Field(
+        12, gt=0, le=24 * 30, description="How long a login to the review page lasts (hours)."
+    )
     review_inbox: str = Field(
         "", description="Folder or s3:// prefix where reviewed workbooks are dropped to be imported (empty: none)."
     )
@@ -319,7 +332,7 @@ class AtlasSettings(BaseSettings):
             )
         return value
 
-    @field_validator("instance_config", "executor_config", "sources", "search_sqlite", "llm_prices")
+    @field_validator("instance_config", "executor_config", "sources", "search_sqlite", "llm_prices", "review_users")
     @classmethod
     def _absolute_file(cls, value: str) -> str:
         """Config files are found from where the command started, also by the processes Dagster starts elsewhere."""
@@ -445,6 +458,9 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         (
             "reviewer",
             "review_port",
+            "review_users",
+            "review_auth_header",
+            "review_session_hours",
             "review_inbox",
             "review_accept_tiers",
             "review_interval_seconds",

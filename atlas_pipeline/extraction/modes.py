@@ -34,7 +34,7 @@ from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.grading.agreement import AGREEMENT_STATES
 from atlas_pipeline.knowledge.identifiers import find_identifiers
 from atlas_pipeline.parsing import Table
-from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord
+from atlas_pipeline.store.records import NOT_EXTRACTED, ExtractionRecord, ParseRecord, SnapshotRecord
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,11 @@ class SkipMode(ExtractionMode):
     def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
         record.identifiers = find_identifiers(inputs.markdown())
         wrapper = skip_wrapper(inputs.snapshot, inputs.parse, inputs.template, inputs.rule, record.identifiers)
-        record.fields = wrapper["fields"]
+        modules = {field.name: module.name for module in inputs.template.modules for field in module.fields}
+        # every field empty, for a person to extract by hand on the review page (``ExtractionRecord.values``)
+        record.fields = {
+            name: {"module": modules.get(name, ""), "value": None, "tier": NOT_EXTRACTED} for name in wrapper["fields"]
+        }
         record.reason = "skip mode: text and tables ready for review, no LLM extraction configured"
         return wrapper
 

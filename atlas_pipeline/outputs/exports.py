@@ -125,6 +125,8 @@ FIELD_SCHEMA = {
     "decided_at": pl.String,
     "decision_note": pl.String,
     "corrected_quote": pl.String,
+    "corrected_quote_tier": pl.String,
+    "corrected_quote_page": pl.Int64,
     "previous_model_value": pl.String,
     "disagreement": pl.String,
     "model_value": pl.String,
@@ -165,8 +167,9 @@ def _text(value: object) -> str | None:
 
 def with_added(record: ExtractionRecord, review: DocumentReview | None) -> list[tuple[str, object]]:
     """The extracted fields, then the values a person added (entries of a group the model missed)."""
+    extracted = record.values()  # skip mode: every field, empty until a person extracts it
     added = [(name, {"module": final.module}) for name, final in (review.fields.items() if review else [])]
-    return [*record.fields.items(), *((name, field) for name, field in added if name not in record.fields)]
+    return [*extracted.items(), *((name, field) for name, field in added if name not in extracted)]
 
 
 def _second_value(field: dict) -> str | None:
@@ -175,7 +178,8 @@ def _second_value(field: dict) -> str | None:
 
 
 def field_rows(states: list[DocumentState]) -> list[dict]:
-    """One row per extracted field (LLM mode), the ones that need a person first."""
+    """One row per field to review (extracted by the model, or by hand in skip mode), the ones that need a person
+    first."""
     rows = []
     for state in states:
         record = state.extraction
@@ -183,8 +187,6 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
             continue
         review = state.current_review
         for name, field in with_added(record, review):
-            if not isinstance(field, dict):
-                continue  # skip mode: no values yet
             final = review.fields.get(name) if review else None
             rows.append(
                 {
@@ -200,6 +202,8 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     if final
                     else None,
                     "corrected_quote": final.corrected_quote if final else None,
+                    "corrected_quote_tier": final.quote_check.tier if final and final.quote_check else None,
+                    "corrected_quote_page": final.quote_check.page if final and final.quote_check else None,
                     "previous_model_value": _text(final.previous_model_value) if final else None,
                     "disagreement": "; ".join(f"{who}: {what}" for who, what in final.disagreement.items()) or None
                     if final
@@ -239,12 +243,30 @@ def fields_frame(states: list[DocumentState]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=FIELD_SCHEMA, orient="row")
 
 
-def extractions_frame(fields: pl.DataFrame) -> pl.DataFrame:
+def template_order(names: list[str], template: Template | None) -> list[str]:
+    """Field names in the template's order: its single fields, then each repeating group's entries, entry by entry,
+    each entry's fields in the group's order (names the template does not know last, as they came)."""
+    if template is None:
+        return list(dict.fromkeys(names))
+    single = {field.name: index for index, field in enumerate(template.fields)}
+    groups = {group.name: (index, [f.name for f in group.fields]) for index, group in enumerate(template.groups)}
+
+    def key(name: str) -> tuple:
+        group, entry, bare = entry_field_parts(name)
+        if entry is None:
+            return (0, single.get(name, len(single)), 0, 0)
+        index, members = groups.get(group, (len(groups), []))
+        return (1, index, entry, members.index(bare) if bare in members else len(members))
+
+    return sorted(dict.fromkeys(names), key=key)
+
+
+def extractions_frame(fields: pl.DataFrame, template: Template | None = None) -> pl.DataFrame:
     """Wide: one row per document and, per field (template order), its final value — accepted by the team's policy,
     approved, corrected or added; empty while nobody accepted it —, the model's value (``__model``) and its tier."""
     if fields.is_empty():
         return pl.DataFrame(schema={"document_key": pl.String})
-    order = list(dict.fromkeys(fields["field"].to_list()))
+    order = template_order(fields["field"].to_list(), template)
     wide = None
     for source, suffix in (("final_value", ""), ("model_value", "__model"), ("tier", "__tier")):
         part = fields.pivot(on="field", index="document_key", values=source, aggregate_function="first")
@@ -436,7 +458,7 @@ def write_exports(
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
     workbook = workbook_bytes(
         documents,
-        extractions_frame(fields),
+        extractions_frame(fields, template),
         fields,
         completion_frame(completion),
         approved=approved,

@@ -207,8 +207,8 @@ def workbook_bytes(
 
     full_in = f"{export_path(FIELDS_STEM, 'parquet')} / .jsonl"
     why_empty = (
-        "No values: the documents were processed in skip mode (no LLM endpoint configured), so nothing was "
-        "extracted yet. Set ATLAS_LLM_BASE_URL to extract the template's fields."
+        "No values yet: the documents were processed in skip mode (no LLM endpoint configured). Extract them by "
+        "hand on the review page (`atlas review`), or set ATLAS_LLM_BASE_URL to have a model propose them."
         if skip_mode
         else "No values extracted yet."
     )

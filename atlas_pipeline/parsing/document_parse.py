@@ -16,6 +16,7 @@ from atlas_pipeline.parsing import (
     Table,
 )
 from atlas_pipeline.parsing.bounded import ParseLimitError, ParseLimits
+from atlas_pipeline.parsing.citation import citation_from_text
 from atlas_pipeline.parsing.media import detect_media_type
 from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider, ProviderError
 from atlas_pipeline.parsing.providers.combine import with_tables_from
@@ -92,7 +93,10 @@ def parse_snapshot(
     record.text_pages = parsed.text_pages
     record.warnings = parsed.warnings
     record.lost = parsed.lost
-    record.title = parsed.title
+    citation = citation_from_text(parsed.markdown, parsed.title, bold_title=parsed.title)
+    record.title = citation.title
+    record.authors = parsed.authors or citation.authors
+    record.year = parsed.year or citation.year
     record.provider = parsed.provider
     record.provider_task_id = parsed.provider_task_id
     record.provider_version = parsed.provider_version

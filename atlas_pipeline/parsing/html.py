@@ -7,6 +7,8 @@ stay HTML (they are already high fidelity) and also appear as their text in the 
 
 from __future__ import annotations
 
+import re
+
 from bs4 import BeautifulSoup, CData, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction, Tag
 
 from atlas_pipeline.parsing.model import ParsedDocument, Table
@@ -136,6 +138,10 @@ def render_blocks(root: Tag, tables: list[Table]) -> list[str]:
 def parse_html(data: bytes) -> ParsedDocument:
     soup = BeautifulSoup(data, "lxml")  # bytes: BeautifulSoup honours the page's declared charset
     title = clean_cell(soup.title.get_text()) if soup.title else ""
+    cited = _meta(soup, "citation_title")  # Highwire Press tags, as journals' article pages carry them
+    authors = _meta(soup, "citation_author")
+    dates = _meta(soup, "citation_publication_date") or _meta(soup, "citation_date")
+    year = int(match.group(0)) if dates and (match := re.search(r"(19|20)\d\d", dates[0])) else None
     for tag in soup.find_all(DROP):
         tag.decompose()
     root = soup.find("article") or soup.find("main") or soup.body or soup
@@ -148,5 +154,12 @@ def parse_html(data: bytes) -> ParsedDocument:
         tables=tables,
         page_count=1,
         engine="beautifulsoup4 (lxml)",
-        title=title,
+        title=cited[0] if cited else title,
+        authors=authors,
+        year=year,
     )
+
+
+def _meta(soup: BeautifulSoup, name: str) -> list[str]:
+    values = [clean_cell(str(tag.get("content") or "")) for tag in soup.find_all("meta", attrs={"name": name})]
+    return [value for value in values if value]

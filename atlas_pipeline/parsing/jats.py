@@ -138,4 +138,31 @@ def parse_jats(data: bytes) -> ParsedDocument:
         page_count=1,
         engine="beautifulsoup4 (lxml-xml, JATS)",
         title=title,
+        authors=_authors(article),
+        year=_year(article),
     )
+
+
+def _authors(article: Tag) -> list[str]:
+    """The article's authors as its front matter names them (given names, then surname)."""
+    names = []
+    meta = article.find("article-meta") or article
+    for contrib in meta.find_all("contrib", attrs={"contrib-type": "author"}):
+        name = contrib.find("name")
+        if name is None:
+            collab = contrib.find("collab")
+            if collab is not None:
+                names.append(_text(collab))
+            continue
+        names.append(" ".join(filter(None, [_text(name.find("given-names")), _text(name.find("surname"))])))
+    return [name for name in names if name]
+
+
+def _year(article: Tag) -> int | None:
+    """The year of publication (the first ``pub-date`` with a year: epub, ppub or collection)."""
+    meta = article.find("article-meta") or article
+    for date in meta.find_all("pub-date"):
+        year = _text(date.find("year"))
+        if year.isdigit():
+            return int(year)
+    return None

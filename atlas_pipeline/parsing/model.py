@@ -31,6 +31,8 @@ class ParsedDocument(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     lost: list[str] = Field(default_factory=list)  # what could not be read (a page, OCR of a page) and why
     title: str = ""
+    authors: list[str] = Field(default_factory=list)  # as the document's own markup names them (JATS, HTML meta)
+    year: int | None = None
     provider: str = (
         "local"  # who parsed it: local (pymupdf4llm, bs4: see engine), mineru, docling; "local + tables: mineru"
     )

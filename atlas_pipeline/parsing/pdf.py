@@ -29,6 +29,7 @@ import pymupdf
 import pymupdf4llm  # noqa: F401  (activates pymupdf-layout before the helpers are used)
 from pymupdf4llm.helpers import document_layout
 
+from atlas_pipeline.parsing.citation import largest_type_on_first_page, reads_as_title
 from atlas_pipeline.parsing.errors import LockedDocumentError, UnreadableDocumentError
 from atlas_pipeline.parsing.model import ParsedDocument, Table
 from atlas_pipeline.parsing.page_triage import LAYOUT, TEXT, PageView, Triage, body_size, text_boxes, triage_page
@@ -374,6 +375,8 @@ def parse_pdf(
                 markdown, tables = _layout_parse_salvaging(doc, ocr_function, ocr_language, routing, warnings, lost)
         page_count = doc.page_count
         title = (doc.metadata or {}).get("title") or ""
+        if not reads_as_title(title):  # a typesetter's file name, "Untitled": the largest type on page 1 instead
+            title = largest_type_on_first_page(doc)
     finally:
         doc.close()
     warnings.extend(_collect_warnings())

@@ -25,9 +25,11 @@ from pydantic import BaseModel, Field, field_validator
 
 from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.templates import TemplateField, entry_field_name, entry_field_parts
+from atlas_pipeline.grading.locations import EvidenceScope
+from atlas_pipeline.review.person_quotes import QuoteCheck, check_quote
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
-from atlas_pipeline.store.records import ExtractionRecord
+from atlas_pipeline.store.records import NOT_EXTRACTED, ExtractionRecord
 
 LOGGER = logging.getLogger(__name__)
 Action = Literal["approve", "correct", "reject", "withdraw"]  # withdraw: a reviewer's undo (``withdraw``)
@@ -69,6 +71,7 @@ class Decision(BaseModel):
     blind_to: list[str] = Field(default_factory=list)  # who saw what: hidden when deciding (``BLIND_TO``)
     reason: str = ""  # a rejection's reason (``REJECT_REASONS``)
     withdraws: str = ""  # ``withdraw``: the id of the decision taken back (the log keeps both)
+    quote_check: QuoteCheck | None = None  # a correction's quote graded like a model's (``review.person_quotes``)
 
     @field_validator("note", "reviewer")
     @classmethod
@@ -220,6 +223,8 @@ def decide(
     role: str = "reviewer",
     blind_to: Sequence[str] = (),
     reason: str = "",
+    scope: EvidenceScope | None = None,
+    selected_on: int | None = None,
 ) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
@@ -228,7 +233,8 @@ def decide(
     values that are no longer there would be a silent error. ``decision_id``: a stable id (a workbook row); a
     decision with that id already in the log, or one saying exactly the same about the same value, is not written
     again and None is returned. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``:
-    what the reviewer did not see (``BLIND_TO``), recorded with the decision.
+    what the reviewer did not see (``BLIND_TO``), recorded with the decision. ``scope``: the document's text, to
+    grade a correction's quote as a model's would be (``selected_on``: the page its words were selected on).
     """
     reason = (reason or "").strip().lower().replace(" ", "_")
     if reason and (action != "reject" or reason not in REJECT_REASONS):
@@ -244,11 +250,16 @@ def decide(
         raise DecisionRefused("this document has no extraction to review yet")
     if action not in ACTIONS:
         raise DecisionRefused(f"unknown decision {action!r}: use approve, correct or reject")
-    extracted = record.fields.get(field)
-    if not isinstance(extracted, dict):
+    extracted = record.values().get(field)
+    if extracted is not None and extracted.get("tier") == NOT_EXTRACTED and action == "approve":
+        raise DecisionRefused(
+            f"no value was extracted for {field}: enter the value found in the document (correct), or reject it as "
+            "not reported"
+        )
+    if extracted is None:
         group, entry, _ = entry_field_parts(field)
         if not (group and entry is not None and template_field is not None and action in ("correct", "reject")):
-            known = ", ".join(name for name, f in record.fields.items() if isinstance(f, dict)) or "none"
+            known = ", ".join(record.values()) or "none"
             raise DecisionRefused(f"{record.key} has no extracted field {field!r} (fields: {known})")
         # an entry the model missed, added by a person (``correct``), or such a value taken back (``reject``)
         if action == "reject" and not any(d.field == field for d in load_decisions(store, record.key)):
@@ -266,6 +277,8 @@ def decide(
         )
     reviewer = reviewer_name(reviewer)
     corrected = coerce_value(value, template_field) if action == "correct" else None
+    quote = (quote or "").strip() or None if action == "correct" else None
+    checked = check_quote(scope, field, template_field, corrected, quote, selected_on) if scope and quote else None
     for earlier in load_decisions(store, record.key, withdrawn=True) if decision_id or source != "page" else []:
         repeated = (
             earlier.field == field
@@ -282,7 +295,8 @@ def decide(
         field=field,
         action=action,  # type: ignore[arg-type]  # checked against ACTIONS above
         value=corrected,
-        quote=(quote or "").strip() or None if action == "correct" else None,
+        quote=quote,
+        quote_check=checked,
         note=(note or "").strip(),
         reviewer=reviewer,
         decided_at=now_stamp(),

@@ -88,21 +88,60 @@ def locate_quote(pdf: bytes, quote: str | None, page_hint: int | None) -> PageEv
         evidence = PageEvidence(
             page=chosen + 1,
             pages=count,
-            rects=[
-                Rect(
-                    left=(r.x0 - box.x0) / box.width,
-                    top=(r.y0 - box.y0) / box.height,
-                    width=r.width / box.width,
-                    height=r.height / box.height,
-                )
-                for r in rects
-            ],
+            rects=[_fractions(r, box) for r in rects],
             match=how,
         )
     return evidence
 
 
-def render_page(pdf: bytes, number: int) -> bytes:
+def _fractions(rect, box) -> Rect:
+    return Rect(
+        left=(rect.x0 - box.x0) / box.width,
+        top=(rect.y0 - box.y0) / box.height,
+        width=rect.width / box.width,
+        height=rect.height / box.height,
+    )
+
+
+def page_words(pdf: bytes, number: int) -> list[dict]:
+    """The words of one page (1-based) in reading order with their boxes in page fractions: the page's selectable
+    text layer, from which a reviewer selects a value's quote."""
+    import pymupdf
+
+    with pymupdf.open(stream=pdf, filetype="pdf") as document:
+        if not 1 <= number <= document.page_count:
+            raise ValueError(f"no page {number} (the document has {document.page_count})")
+        page = document[number - 1]
+        box = page.rect
+        words = page.get_text("words")  # (x0, y0, x1, y1, text, block, line, word): in reading order
+        return [{"text": word[4], **vars(_fractions(pymupdf.Rect(word[:4]), box))} for word in words]
+
+
+MAX_FIND_HITS = 200
+
+
+def find_in_document(pdf: bytes, query: str) -> list[dict]:
+    """Find-in-document: every page where ``query`` is (case-insensitive, as PyMuPDF searches), with its hits'
+    rectangles in page fractions; at most ``MAX_FIND_HITS`` hits in all."""
+    import pymupdf
+
+    query = " ".join(query.split())
+    if not query:
+        return []
+    pages, hits = [], 0
+    with pymupdf.open(stream=pdf, filetype="pdf") as document:
+        for number in range(document.page_count):
+            page = document[number]
+            found = page.search_for(query)[: MAX_FIND_HITS - hits]
+            if found:
+                pages.append({"page": number + 1, "rects": [vars(_fractions(r, page.rect)) for r in found]})
+                hits += len(found)
+            if hits >= MAX_FIND_HITS:
+                break
+    return pages
+
+
+def render_page(pdf: bytes, number: int, zoom: float = 1.0) -> bytes:
     """One page (1-based) as PNG, for paging through the document beside the evidence."""
     import pymupdf
 
@@ -110,22 +149,23 @@ def render_page(pdf: bytes, number: int) -> bytes:
         if not 1 <= number <= document.page_count:
             raise ValueError(f"no page {number} (the document has {document.page_count})")
         page = document[number - 1]
-        zoom = min(PAGE_ZOOM, MAX_PAGE_PIXELS / max(page.rect.width, page.rect.height, 1))
+        zoom = min(PAGE_ZOOM * zoom, MAX_PAGE_PIXELS / max(page.rect.width, page.rect.height, 1))
         try:  # the highlights are placed in shares of the page: any resolution keeps them in place
             return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom)).tobytes("png")
         except Exception as error:  # MuPDF's own errors: a short reason, not its traceback
             raise ValueError(f"page {number} could not be drawn ({type(error).__name__})") from None
 
 
-def text_evidence(text: str, start: int | None, end: int | None, quote: str | None) -> str:
+def text_evidence(text: str, start: int | None, end: int | None, quote: str | None, whole: bool = False) -> str:
     """HTML (escaped) of the text around the quote's span with the span in ``<mark>``; when the span is unknown the
-    quote is looked for as written, and when it is not there the start of the text is shown with no mark."""
+    quote is looked for as written, and when it is not there the start of the text is shown with no mark.
+    ``whole``: the whole text (the review page's reader, where a person finds and selects what the model missed)."""
     if start is None or end is None or not (0 <= start < end <= len(text)):
         found = text.find(quote) if quote else -1
         if found < 0:
-            return html.escape(text[: 2 * CONTEXT_CHARS])
+            return html.escape(text if whole else text[: 2 * CONTEXT_CHARS])
         start, end = found, found + len(quote or "")
-    lo, hi = max(0, start - CONTEXT_CHARS), min(len(text), end + CONTEXT_CHARS)
+    lo, hi = (0, len(text)) if whole else (max(0, start - CONTEXT_CHARS), min(len(text), end + CONTEXT_CHARS))
     return (
         ("…" if lo else "")
         + html.escape(text[lo:start])

@@ -34,6 +34,7 @@ from atlas_pipeline.review.decisions import (
     log_mark,
     same_value,
 )
+from atlas_pipeline.review.person_quotes import QuoteCheck
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
@@ -76,6 +77,7 @@ class FinalField(BaseModel):
     decision_id: str = ""
     note: str = ""
     corrected_quote: str | None = None
+    quote_check: QuoteCheck | None = None  # the corrected quote graded, and where it is (``review.person_quotes``)
     previous_model_value: Any = None  # recheck: the value the decision was made on
     decisions: int = 0  # how many decisions the audit log holds on this field
     disagreement: dict[str, str] = Field(default_factory=dict)  # reviewer → latest outcome, when they differ
@@ -175,6 +177,7 @@ def review_field(
         )
         base.reviewer, base.decided_at, base.decision = latest.reviewer, latest.decided_at, latest.action
         base.decision_id, base.note, base.corrected_quote = latest.id, latest.note, latest.quote
+        base.quote_check = latest.quote_check if latest.action == "correct" else None
         base.reject_reason = latest.reason if latest.action == "reject" else ""
         return base
     if decisions:  # decided on a value the model no longer gives
@@ -211,7 +214,7 @@ def review_document(
     if record is None:
         return None
     log, decisions = decisions, counting(decisions)
-    extracted = {name: field for name, field in record.fields.items() if isinstance(field, dict)}
+    extracted = record.values()  # skip mode: every field empty, for a person to extract by hand
     reviewable = bool(extracted) and record.status.value not in ("failed", "skipped")
     by_field: dict[str, list[Decision]] = {}
     for decision in decisions:
@@ -249,6 +252,7 @@ def review_document(
             decision_id=latest.id,
             note=latest.note,
             corrected_quote=latest.quote,
+            quote_check=latest.quote_check if latest.action == "correct" else None,
             decisions=len(added),
         )
     counts = Counter(field.provenance for field in fields.values())

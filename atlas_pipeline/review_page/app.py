@@ -21,6 +21,7 @@ import dagster as dg
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -33,6 +34,8 @@ from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.outputs.agreement_report import agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.parsing.citation import short_authors
+from atlas_pipeline.review.accounts import AccountError, authenticate
 from atlas_pipeline.review.decisions import (
     DecisionRefused,
     coerce_value,
@@ -42,11 +45,15 @@ from atlas_pipeline.review.decisions import (
     value_text,
     withdraw,
 )
-from atlas_pipeline.review.evidence import render_page
+from atlas_pipeline.review.entry_grid import grid_edits
+from atlas_pipeline.review.evidence import find_in_document, page_words, render_page
 from atlas_pipeline.review.final_values import review_document
+from atlas_pipeline.review.person_quotes import document_scope
+from atlas_pipeline.review.progress import ReviewerProgress, reviewer_progress
 from atlas_pipeline.review.workbook_import import import_reports
 from atlas_pipeline.review_page.document_view import ADDED_FROM, consensus_candidates, document_context
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
+from atlas_pipeline.review_page.sessions import OPEN_PATHS, SESSION_COOKIE
 from atlas_pipeline.search.entries import MAX_QUERY_CHARS, QueryTooLongError
 from atlas_pipeline.store.layout import record_path
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
@@ -61,8 +68,12 @@ TEMPLATES.env.filters["value"] = value_text
 
 def _state_row(state: DocumentState) -> dict[str, Any]:
     review = state.current_review
+    parse = state.parse
     return {
         "key": state.key,
+        "title": parse.title if parse else "",
+        "authors": short_authors(parse.authors) if parse else "",
+        "year": parse.year if parse else None,
         "status": state.status.value,
         "reason": state.reason,
         "to_review": review.to_review if review else None,
@@ -129,7 +140,8 @@ async def document(request: Request) -> Response:
     return TEMPLATES.TemplateResponse(request, "document.html", document_context(page, request, key))
 
 
-async def page_image(request: Request) -> Response:
+def _pdf(request: Request) -> bytes | Response:
+    """The document's PDF snapshot (immutable), or the 404 that says why there is none."""
     page: ReviewPage = request.app.state.page
     try:
         key = _key(request)
@@ -138,11 +150,46 @@ async def page_image(request: Request) -> Response:
     snapshot = read_record(page.store, key, "snapshot", SnapshotRecord)
     if snapshot is None or not snapshot.snapshot_path or not (snapshot.media_type or "").endswith("pdf"):
         return PlainTextResponse("no PDF snapshot for this document", status_code=404)
+    return page.store.read_bytes(snapshot.snapshot_path)
+
+
+CACHED = {"Cache-Control": "private, max-age=3600"}  # a snapshot never changes: its pages neither
+
+
+async def page_image(request: Request) -> Response:
+    pdf = _pdf(request)
+    if isinstance(pdf, Response):
+        return pdf
     try:
-        image = render_page(page.store.read_bytes(snapshot.snapshot_path), int(request.path_params["number"]))
+        scale = min(max(float(request.query_params.get("scale", "1")), 0.5), 3.0)
+    except ValueError:
+        scale = 1.0
+    try:
+        image = await run_in_threadpool(render_page, pdf, int(request.path_params["number"]), scale)
     except ValueError as error:
         return PlainTextResponse(str(error), status_code=404)
-    return Response(image, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
+    return Response(image, media_type="image/png", headers=CACHED)
+
+
+async def page_words_api(request: Request) -> Response:
+    """One page's words and their boxes: the viewer's selectable text layer."""
+    pdf = _pdf(request)
+    if isinstance(pdf, Response):
+        return pdf
+    try:
+        words = await run_in_threadpool(page_words, pdf, int(request.path_params["number"]))
+    except ValueError as error:
+        return PlainTextResponse(str(error), status_code=404)
+    return JSONResponse(words, headers=CACHED)
+
+
+async def find_api(request: Request) -> Response:
+    """Find in the whole document: the pages where the words are, with their boxes."""
+    pdf = _pdf(request)
+    if isinstance(pdf, Response):
+        return pdf
+    query = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+    return JSONResponse(await run_in_threadpool(find_in_document, pdf, query))
 
 
 def _same_origin(request: Request) -> bool:
@@ -179,8 +226,13 @@ async def _field_post(request: Request, what: str) -> _FieldPost | Response:
     except _NotFound as error:
         return PlainTextResponse(str(error), status_code=404)
     form = await request.form()
-    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    reviewer = page.reviewer(request, form)
     return _FieldPost(page, key, str(request.path_params["field"]), form, reviewer)
+
+
+def _page_number(raw: Any) -> int | None:
+    text = str(raw or "").strip()
+    return int(text) if text.isdigit() and 0 < int(text) < 100_000 else None
 
 
 async def decision(request: Request) -> Response:
@@ -188,6 +240,12 @@ async def decision(request: Request) -> Response:
     if isinstance(post, Response):
         return post
     page, key, field, form, reviewer = post.page, post.key, post.field, post.form, post.reviewer
+    user = page.user(request)
+    if form.get("role") == "adjudicator" and user is not None and not user.may_settle():
+        return PlainTextResponse(
+            f"refused: {user.name} is an {user.role}; settling reviewers' disagreements takes an adjudicator",
+            status_code=403,
+        )
     template = page.template()
     try:
         decide(
@@ -207,6 +265,8 @@ async def decision(request: Request) -> Response:
             role="adjudicator" if form.get("role") == "adjudicator" else "reviewer",
             blind_to=BLINDNESS.get(str(form.get("blind") or ""), ()),
             reason=str(form.get("reason") or ""),
+            scope=document_scope(page.store, key) if form.get("quote") else None,
+            selected_on=_page_number(form.get("quote_page")),
         )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -251,6 +311,33 @@ def _back(key: str, message: str, form) -> RedirectResponse:
     return RedirectResponse(f"/documents/{url_quote(key)}?message={url_quote(message)}{blind}", status_code=303)
 
 
+def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form) -> int:
+    """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
+    value is checked before any is recorded. Returns the entry's number."""
+    values = [(field, given[field.name]) for field in group.fields if given.get(field.name)]
+    if not any(field.name == group.identity[0] for field, _ in values):
+        raise DecisionRefused(f"a new {group.name} entry needs at least its {group.identity[0]}")
+    for field, value in values:
+        coerce_value(value, field)  # every value checked before any is written
+    taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
+    taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
+    # a person's entries are numbered from ADDED_FROM: a model's entry never takes their number later
+    number = max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
+    for field, value in values:
+        decide(
+            page.store,
+            record,
+            entry_field_name(group.name, number, field.name),
+            "correct",
+            reviewer=reviewer,
+            shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+            template_field=field,
+            value=value,
+            note=str(form.get("note") or ""),
+        )
+    return number
+
+
 async def add_entry(request: Request) -> Response:
     """A person adds an entry the model missed (an outcome of the report): one ``correct`` decision per value
     given, on the next free entry number of the group; all values are checked before any is recorded."""
@@ -266,34 +353,61 @@ async def add_entry(request: Request) -> Response:
         return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
     form = await request.form()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
-    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
-    given = [(field, str(form.get(field.name) or "").strip()) for field in group.fields]
-    given = [(field, value) for field, value in given if value]
+    reviewer = page.reviewer(request, form)
+    given = {field.name: str(form.get(field.name) or "").strip() for field in group.fields}
     try:
-        if not any(field.name == group.identity[0] for field, _ in given):
-            raise DecisionRefused(f"a new {group.name} entry needs at least its {group.identity[0]}")
-        for field, value in given:
-            coerce_value(value, field)  # every value checked before any is written
-        taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
-        taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
-        # a person's entries are numbered from ADDED_FROM: a model's entry never takes their number later
-        number = max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
-        for field, value in given:
-            decide(
-                page.store,
-                record,
-                entry_field_name(group.name, number, field.name),
-                "correct",
-                reviewer=reviewer,
-                shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
-                template_field=field,
-                value=value,
-                note=str(form.get("note") or ""),
-            )
+        number = _add_entry(page, key, record, group, given, reviewer, form)
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
     return _back(key, f"entry {number} of {group.name} added by {reviewer}", form)
+
+
+async def save_grid(request: Request) -> Response:
+    """A repeating group edited as a grid: each changed cell a decision (a new value corrects it, an emptied cell is
+    rejected as not reported), the filled new row an added entry; every value checked before any is recorded."""
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
+    try:
+        key = _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    group = _group(page, request.path_params["group"])
+    if group is None:
+        return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
+    form = await request.form()
+    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    reviewer = page.reviewer(request, form)
+    edits, new_row = grid_edits(group.name, form)
+    definitions = {field.name: field for field in group.fields}
+    shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))
+    try:
+        for edit in edits:
+            if edit.bare not in definitions:
+                raise DecisionRefused(f"{group.name} has no field {edit.bare!r}")
+            if edit.value:
+                coerce_value(edit.value, definitions[edit.bare])
+        for edit in edits:
+            decide(
+                page.store,
+                record,
+                edit.field,
+                "correct" if edit.value else "reject",
+                reviewer=reviewer,
+                shown=shown,
+                template_field=definitions[edit.bare],
+                identity=group.identity,
+                value=edit.value or None,
+                reason="" if edit.value else "not_reported",
+                note="edited in the grid" if edit.value else "emptied in the grid",
+            )
+        number = _add_entry(page, key, record, group, new_row, reviewer, form) if new_row else None
+    except DecisionRefused as refused:
+        context = document_context(page, request, key, error=str(refused))
+        return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
+    said = [f"{len(edits)} cell(s) changed"] + ([f"entry {number} added"] if number else [])
+    return _back(key, f"{group.name} grid: {', '.join(said)} by {reviewer}", form)
 
 
 async def reject_entry(request: Request) -> Response:
@@ -311,7 +425,7 @@ async def reject_entry(request: Request) -> Response:
     decisions = load_decisions(page.store, key)
     review = review_document(record, decisions, page.deployment.accepted_tiers())
     names = [n for n in (review.fields if review else {}) if entry_field_parts(n)[:2] == (group, number)]
-    reviewer = str(form.get("reviewer") or "").strip() or page.reviewer(request)
+    reviewer = page.reviewer(request, form)
     template = page.template()
     try:
         if not names:
@@ -339,6 +453,8 @@ async def reject_entry(request: Request) -> Response:
 async def set_reviewer(request: Request) -> Response:
     if not _same_origin(request):
         return PlainTextResponse("refused: not from the review page", status_code=403)
+    if request.app.state.page.user(request) is not None:
+        return PlainTextResponse("refused: decisions are recorded under your login", status_code=403)
     form = await request.form()
     name = str(form.get("reviewer") or "").strip()
     back = str(form.get("back") or "/")
@@ -354,6 +470,9 @@ async def upload(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     if not _same_origin(request):
         return PlainTextResponse("refused: an upload must come from the review page itself", status_code=403)
+    user = page.user(request)
+    if user is not None and user.role != "admin":
+        return PlainTextResponse(f"refused: {user.name} is an {user.role}; uploads take an admin", status_code=403)
     knowledge_base = page.deployment.open_knowledge_base()
     limit = knowledge_base.max_bytes
     declared = request.headers.get("content-length", "")
@@ -458,6 +577,85 @@ async def search(request: Request) -> Response:
     )
 
 
+def _local_path(raw: str) -> str:
+    """A path on this site to go back to (never another site's address)."""
+    return raw if raw.startswith("/") and not raw.startswith("//") and "\\" not in raw else "/"
+
+
+async def login(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    context = {"next": _local_path(request.query_params.get("next", "/")), "error": "", "reviewer": ""}
+    context["proxy"] = bool(page.settings.review_auth_header)
+    context["accounts"] = bool(page.sessions.accounts())
+    if request.method == "GET":
+        return TEMPLATES.TemplateResponse(request, "login.html", context)
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a login must come from the review page itself", status_code=403)
+    form = await request.form()
+    context["next"] = _local_path(str(form.get("next") or "/"))
+    account = await run_in_threadpool(
+        authenticate, page.sessions.accounts(), str(form.get("name") or ""), str(form.get("password") or "")
+    )
+    if account is None:
+        context["error"] = "unknown name or wrong password"
+        LOG.warning("failed login to the review page as %r", str(form.get("name") or "")[:120])
+        return TEMPLATES.TemplateResponse(request, "login.html", context, status_code=401)
+    response = RedirectResponse(context["next"], status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        page.sessions.start(account.name),
+        httponly=True,
+        samesite="strict",
+        max_age=int(page.settings.review_session_hours * 3600),
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    page: ReviewPage = request.app.state.page
+    if not _same_origin(request):
+        return PlainTextResponse("refused: not from the review page", status_code=403)
+    page.sessions.end(request.cookies.get(SESSION_COOKIE, ""))
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE)
+    return response
+
+
+async def team(request: Request) -> Response:
+    """Progress per reviewer: decisions, documents and fields, and what is left for the team."""
+    page: ReviewPage = request.app.state.page
+    states = page.states()
+    people = reviewer_progress(page.store, [state.key for state in states])
+    accounts = page.sessions.accounts()
+    for person in people:
+        person.role = accounts[person.name].role if person.name in accounts else ""
+    for name, account in accounts.items():
+        if all(person.name != name for person in people):
+            people.append(ReviewerProgress(name=name, role=account.role))
+    left = sum(state.current_review.to_review for state in states if state.current_review)
+    context = {"people": people, "left": left, "reviewer": page.reviewer(request), "user": page.user(request)}
+    return TEMPLATES.TemplateResponse(request, "team.html", context)
+
+
+async def _who_is_there(request: Request, call_next) -> Response:
+    """Everyone logs in once there are accounts (or a proxy names them): an unknown visitor is sent to the login
+    page (GET) or refused (any other method)."""
+    page: ReviewPage = request.app.state.page
+    request.state.user = None
+    try:
+        required = page.sessions.required()
+        user = page.sessions.user(request) if required else None
+    except AccountError as error:
+        return PlainTextResponse(str(error), status_code=500)
+    if required and user is None and request.url.path not in OPEN_PATHS:
+        if request.method == "GET":
+            back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse("/login?" + urlencode({"next": back}), status_code=303)
+        return PlainTextResponse("log in first: /login", status_code=401)
+    request.state.user = user
+    return await call_next(request)
+
+
 def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None) -> Starlette:
     """The review page's ASGI app over one deployment (``instance``: how to reach the Dagster instance; default
     ``DagsterInstance.get()`` from DAGSTER_HOME, opened once)."""
@@ -470,8 +668,14 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
 
     hosts = trusted_hosts(settings.trusted_hosts)  # no DNS rebinding
     app = Starlette(
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+            Middleware(BaseHTTPMiddleware, dispatch=_who_is_there),
+        ],
         routes=[
+            Route("/login", login, methods=["GET", "POST"]),
+            Route("/logout", logout, methods=["POST"]),
+            Route("/team", team),
             Route("/", documents),
             Route("/api/documents", documents_api),
             Route("/upload", upload, methods=["POST"]),
@@ -481,9 +685,12 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             Route("/search", search),
             Route("/documents/{key}", document),
             Route("/documents/{key}/pages/{number:int}.png", page_image),
+            Route("/documents/{key}/pages/{number:int}/words", page_words_api),
+            Route("/documents/{key}/find", find_api),
             Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),
             Route("/documents/{key}/fields/{field}/undo", undo, methods=["POST"]),
             Route("/documents/{key}/groups/{group}/entries", add_entry, methods=["POST"]),
+            Route("/documents/{key}/groups/{group}/grid", save_grid, methods=["POST"]),
             Route("/documents/{key}/groups/{group}/entries/{entry:int}/reject", reject_entry, methods=["POST"]),
         ],
     )

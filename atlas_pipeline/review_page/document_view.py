@@ -13,6 +13,7 @@ from atlas_pipeline.review.decisions import (
     Decision,
     load_decisions,
 )
+from atlas_pipeline.review.entry_grid import entry_grid
 from atlas_pipeline.review.evidence import locate_quote, text_evidence
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
@@ -52,6 +53,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
     review: DocumentReview | None = review_document(record, seen, page.deployment.accepted_tiers())
     template = page.template()
     modules: dict[str, dict[str, Any]] = {}
+    modules_of = {field.name: module.name for module in template.modules for field in module.fields}
     order = [field.name for field in template.fields]
     names = sorted(review.fields, key=lambda n: order.index(n) if n in order else len(order)) if review else []
     views = []
@@ -61,11 +63,11 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
             continue
         view = _field_view(final, record.fields.get(name) or {}, [d for d in seen if d.field == name])
         view["definition"] = template.field_definition(name)
-        group, entry, _ = entry_field_parts(name)
-        label = f"{group} — entry {entry}" if entry is not None else (final.module or "fields")
-        section = modules.setdefault(label, {"label": label, "group": group, "entry": entry, "views": []})
-        section["views"].append(view)
         views.append(view)
+        if entry_field_parts(name)[1] is None:  # a repeating group's entries are shown in its grid
+            label = final.module or modules_of.get(name) or "fields"
+            modules.setdefault(label, {"label": label, "views": []})["views"].append(view)
+    grids = [entry_grid(group, review.fields if review else {}) for group in template.groups]
     selected_name = request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
     selected = next((v for v in views if v["name"] == selected_name), None)
     waiting = [v["name"] for v in views if v["needs_person"]]
@@ -78,6 +80,8 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "review": review,
         "modules": list(modules.values()),
         "groups": template.groups,
+        "grids": grids,
+        "by_hand": record is not None and record.mode == "skip",
         "selected": selected,
         "evidence": _evidence(page, key, record, selected) if selected else None,
         "next_field": next_field,
@@ -93,10 +97,12 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
     store = page.store
     snapshot = read_record(store, key, "snapshot", SnapshotRecord)
     parse = read_record(store, key, "parse", ParseRecord)
-    extracted = record.fields.get(view["name"], {}) if record else {}
-    quote = view["quote"]
+    extracted = record.values().get(view["name"], {}) if record else {}
+    final = view["final"]
+    quote = view["quote"] or final.corrected_quote  # a person's quote where the model gave none
     if snapshot and snapshot.snapshot_path and (snapshot.media_type or "").endswith("pdf"):
-        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, extracted.get("page"))
+        hint = extracted.get("page") or (final.quote_check.page if final.quote_check else None)
+        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, hint)
         return {
             "kind": "pdf",
             "page": located.page,
@@ -107,7 +113,7 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
     text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
     return {
         "kind": "text",
-        "html": text_evidence(text, extracted.get("start"), extracted.get("end"), quote),
+        "html": text_evidence(text, extracted.get("start"), extracted.get("end"), quote, whole=True),
         "found": extracted.get("start") is not None or bool(quote and quote in text),
     }
 

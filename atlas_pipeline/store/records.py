@@ -64,7 +64,9 @@ class ParseRecord(BaseModel):
     text_pages: list[int] = Field(default_factory=list)  # PDF pages on the fast text path (engine auto)
     warnings: list[str] = Field(default_factory=list)
     lost: list[str] = Field(default_factory=list)  # parts of the document that could not be read, with why
-    title: str = ""
+    title: str = ""  # what the document says it is (``parsing.citation``), for people to recognise it by
+    authors: list[str] = Field(default_factory=list)
+    year: int | None = None
     text_path: str = ""
     tables_path: str = ""
     seconds: float = 0.0  # time the parse took when it was made (also reported on cache hits)
@@ -127,6 +129,21 @@ class ExtractionRecord(BaseModel):
     extracted_at: str
     seconds: float = 0.0  # extraction step alone
     processing_seconds: float = 0.0  # snapshot + parse + extraction
+
+    def values(self) -> dict[str, dict[str, Any]]:
+        """The fields a person reviews: the model's graded values — or, in skip mode (no LLM), every template field
+        empty (tier ``not_extracted``), for a person to extract by hand. Failed and skipped documents have none."""
+        if self.mode == "skip":
+            if self.status.value in ("failed", "skipped"):
+                return {}
+            return {
+                name: field if isinstance(field, dict) else {"value": None, "tier": NOT_EXTRACTED}
+                for name, field in self.fields.items()
+            }
+        return {name: field for name, field in self.fields.items() if isinstance(field, dict)}
+
+
+NOT_EXTRACTED = "not_extracted"  # the tier of a field no model extracted (skip mode): a person's to fill
 
 
 def write_record(store: Store, key: str, stage: str, record: BaseModel) -> str:

@@ -76,6 +76,9 @@ def test_correct_extraction_lands_verified(llm_server, run, instance, tmp_path):
     assert (row["table"], row["table_row"]) == (sd["table"], sd["row"])
     wide = pl.read_excel(tmp_path / "exports" / "atlas_documents.xlsx", sheet_name="extractions")
     assert wide.row(0, named=True)["n_treatment"] == 30  # a number in the workbook, not the text "30"
+    template = [field.name for field in run.atlas.load_template().fields]
+    shown = [column for column in wide.columns if column in template]
+    assert shown == template  # the template's order, whatever order the fields needed a person in
 
 
 # One answer with every kind of value a reviewer meets: each field's tier and note, and the document's status.

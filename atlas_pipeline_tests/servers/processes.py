@@ -268,6 +268,7 @@ def local_env(tmp_path: Path, knowledge_base: Path) -> dict[str, str]:
         "ATLAS_KNOWLEDGE_BASE": str(knowledge_base),
         "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
         "ATLAS_EXPORTS": str(tmp_path / "exports"),
+        "ATLAS_REVIEW_USERS": str(tmp_path / "review_users.json"),  # never a developer's own accounts
     }
 
 

@@ -60,7 +60,7 @@ def review_server(env: dict[str, str], port: int, folder: Path):
 
 
 @contextlib.contextmanager
-def browser_page():
+def browser_page(width: int = 1400, height: int = 900):
     from playwright.sync_api import sync_playwright
 
     executable = shutil.which("chromium")
@@ -70,7 +70,7 @@ def browser_page():
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
         try:
-            yield browser.new_page(viewport={"width": 1400, "height": 900})
+            yield browser.new_page(viewport={"width": width, "height": height})
         finally:
             browser.close()
 
@@ -215,7 +215,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
             lambda: next((k for k in instance.get_dynamic_partitions("documents") if "plos" in k), None),
             log,
         )
-        page.reload()
+        page.wait_for_selector(f'tr[data-key="{key}"]', timeout=30_000)  # the list adds it by itself, no reload
         status = page.locator(f'tr[data-key="{key}"] [data-status]')
         seen = {status.inner_text()}
         deadline = time.monotonic() + DEADLINE
@@ -317,7 +317,8 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             page.goto(f"{site}/documents/{KEY}?field=p_value&blind=models")
             main = page.inner_text("main")
             assert "0.006" not in main and "hidden" in main and page.locator("#approve").count() == 0
-            assert page.locator("#paper-pages a").count() >= 1  # the paper itself, page by page
+            assert page.locator("#viewer #page-image").count() == 1  # the paper itself, page by page
+            assert page.locator("#page .highlight").count() == 0  # and not where the model's quote is
             page.fill("#correct-value", "0.06")
             page.click("#correct")
             page.wait_for_selector("text=correct recorded for p_value by Ben")
@@ -358,3 +359,133 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
     assert [(d.action, d.reason) for d in log] == [("reject", "wrong_value"), ("withdraw", "")]
     assert (rows["n_treatment"]["agreement"], rows["n_treatment"]["second_value"]) == ("agreed", None)
     assert (rows["sd_control"]["agreement"], rows["sd_control"]["second_value"]) == ("disagreed", "27.0")
+
+
+def _drag_across(page, first: str, last: str, after: int = 0) -> None:
+    """Select words on the viewer's page as a person does: press on ``first``, move to ``last``, release
+    (``after``: the word index to look from, when the first word occurs earlier too)."""
+    words = page.locator("#words .word")
+    texts = words.evaluate_all("spans => spans.map(s => s.title)")
+    start = texts.index(first, after)
+    end = texts.index(last, start)
+    a, b = words.nth(start).bounding_box(), words.nth(end).bounding_box()
+    page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=8)
+    page.mouse.up()
+
+
+def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_path):
+    """No LLM at all: `atlas run` processes the juice trial, an extractor logs in, pages through the PDF, finds a
+    table, selects the words of a value on page 4 and saves it, fills an outcome in the grid, rejects a field with a
+    reason and undoes it; `atlas run` then puts every value into the exports."""
+    home, kb = tmp_path / "home", tmp_path / "kb"
+    home.mkdir()
+    kb.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    shutil.copyfile(corpus_file(f"rct/{KEY}"), kb / KEY)
+    review_port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), **watched_folder_env(tmp_path, kb)}
+    ran = subprocess.run([str(BIN / "atlas"), "run"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    made = subprocess.run(
+        [str(BIN / "atlas"), "users", "add", "Ana Lima", "--role", "extractor", "--password-stdin"],
+        env=env,
+        input="grape juice trial\n",
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    with (
+        review_server({**env, "ATLAS_REVIEW_PORT": str(review_port)}, review_port, tmp_path) as site,
+        browser_page(width=1366, height=768) as page,
+    ):
+        page.goto(f"{site}/documents/{KEY}")
+        page.wait_for_selector("#login-form")  # everyone logs in once there are accounts
+        page.fill("#login-name", "Ana Lima")
+        page.fill("#login-password", "grape juice trial")
+        page.click("#login")
+        page.wait_for_selector("#by-hand-note")
+        assert page.inner_text("#logged-in").startswith("Ana Lima")
+
+        page.click("#field-age_control a >> nth=0")
+        assert page.inner_text("#selected-field") == "age_control" and page.locator("#approve").count() == 0
+        page.click("#next-page")  # page through the paper
+        page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '2'")
+        assert page.eval_on_selector("#page-image", "img => img.getAttribute('alt')") == "page 2"
+        page.click("#zoom-in")
+        assert page.inner_text("#zoom-level") == "125%"
+        page.click("#zoom-out")
+        page.fill("#find-text", "Age (months)")
+        page.click("#find-button")
+        page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '4'")
+        assert "p. 4" in page.inner_text("#find-results") and page.locator("#page .found").count() >= 1
+        _drag_across(page, "Age", "4.00")
+        assert page.inner_text("#selected-text") == "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"
+        _shoot(page, "review-by-hand.png")
+        page.click("#use-selection")
+        assert page.input_value("#quote-page") == "4"
+        page.fill("#correct-value", "11.09")
+        page.click("#correct")
+        page.wait_for_selector("text=correct recorded for age_control by Ana Lima")
+        page.goto(f"{site}/documents/{KEY}?field=age_control")
+        assert page.inner_text("#person-quote-tier") == "verified" and "on page 4" in page.inner_text("#person-quote")
+        assert page.inner_text("#field-age_control [data-provenance]") == "reviewer_corrected"
+        # on a 1366×768 screen the field and its buttons stay in view while the paper scrolls beside them
+        page.fill("#find-text", "Duration of diarrhea")
+        page.click("#find-button")
+        page.click(".find-hit[data-page='2']")  # the first of the pages it is on
+        page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '2'")
+        for button in ("#correct", "#reject", "#selected-field"):
+            box = page.locator(button).bounding_box()
+            assert box["y"] >= 0 and box["y"] + box["height"] <= 768, (button, box)
+
+        # the outcome grid: a row by arm, typed from Table 5 on page 5
+        grid = page.locator("#grid-outcomes")
+        for name, value in {
+            "outcome": "Duration of diarrhea",
+            "time_point": "after randomization",
+            "intervention": "White Grape Juice",
+            "comparator": "Water",
+            "mean_intervention": "47.5",
+            "sd_intervention": "38.9",
+            "mean_comparator": "26.5",
+            "sd_comparator": "27.4",
+        }.items():
+            grid.locator(f'input[name="cell:new:{name}"]').fill(value)
+        page.click("#save-grid-outcomes")
+        page.wait_for_selector("text=outcomes grid: 0 cell(s) changed, entry 1001 added by Ana Lima")
+        page.locator('input[name="cell:1001:sd_comparator"]').fill("27.4 ")  # unchanged: no decision
+        page.locator('input[name="cell:1001:n_comparator"]').fill("30")
+        page.click("#save-grid-outcomes")
+        page.wait_for_selector("text=outcomes grid: 1 cell(s) changed by Ana Lima")
+        page.locator("#grid-outcomes").scroll_into_view_if_needed()
+        _shoot(page, "review-grid.png")
+
+        # a rejection with its reason, then undone
+        page.goto(f"{site}/documents/{KEY}?field=funding_source")
+        page.select_option("#reject-reason", "not_reported")
+        page.click("#reject")
+        page.wait_for_selector("text=reject recorded for funding_source by Ana Lima")
+        assert page.inner_text("#field-funding_source [data-provenance]") == "rejected"
+        page.goto(f"{site}/documents/{KEY}?field=funding_source")
+        page.click("#undo")
+        page.wait_for_selector("text=undo of reject undone for funding_source by Ana Lima")
+        assert page.inner_text("#field-funding_source [data-provenance]") == "awaiting_review"
+        page.goto(f"{site}/documents/{KEY}?field=nct_number")
+        page.select_option("#reject-reason", "not_reported")
+        page.click("#reject")
+        page.wait_for_selector("text=reject recorded for nct_number by Ana Lima")
+        page.goto(f"{site}/team")
+        assert "Ana Lima" in page.inner_text('#team tr[data-reviewer="Ana Lima"]')
+
+    ran = subprocess.run([str(BIN / "atlas"), "run"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    fields = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("document_key") == KEY)
+    rows = {row["field"]: row for row in fields.iter_rows(named=True)}
+    assert (rows["age_control"]["final_value"], rows["age_control"]["decided_by"]) == ("11.09", "Ana Lima")
+    assert rows["age_control"]["corrected_quote_tier"] == "verified"
+    assert rows["outcomes[1001].mean_intervention"]["final_value"] == "47.5"
+    assert rows["outcomes[1001].n_comparator"]["final_value"] == "30"
+    assert rows["funding_source"]["provenance"] == "awaiting_review"  # the rejection was undone
+    assert rows["nct_number"]["provenance"] == "rejected" and rows["nct_number"]["decision_note"] == "not_reported"

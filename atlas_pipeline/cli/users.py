@@ -1,0 +1,66 @@
+"""`atlas users`: the review page's accounts (names, roles, password hashes in ``ATLAS_REVIEW_USERS``)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.review.accounts import ROLES, AccountError, add_account, change_account, load_accounts
+
+
+def _password(args: argparse.Namespace) -> str:
+    """From standard input with --password-stdin (scripts), else asked twice without echo."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("password: ")
+    if first != getpass.getpass("again: "):
+        raise AccountError("the two passwords differ")
+    return first
+
+
+def command_users(args: argparse.Namespace) -> int:
+    """Manage the review page's accounts: list, add NAME --role R, role NAME R, passwd NAME, remove NAME."""
+    path = load_settings().review_users
+    try:
+        if args.action == "list":
+            accounts = load_accounts(path)
+            if not accounts:
+                print(f"no accounts in {path}: the review page is open on this machine only")
+            for account in accounts.values():
+                how = "password" if account.password_hash else "proxy header only"
+                print(f"{account.name}\t{account.role}\t{how}\tsince {account.created_at[:10]}")
+            return 0
+        if not args.name:
+            raise AccountError(f"`atlas users {args.action}` needs a NAME")
+        if args.action == "add":
+            password = None if args.proxy_only else _password(args)
+            account = add_account(path, args.name, args.role, password)
+            print(f"added {account.name} ({account.role}) to {path}")
+        elif args.action == "role":
+            if args.value not in ROLES:
+                raise AccountError(f"`atlas users role NAME ROLE`: ROLE is one of {', '.join(ROLES)}")
+            change_account(path, args.name, role=args.value)
+            print(f"{args.name} is now {args.value}")
+        elif args.action == "passwd":
+            change_account(path, args.name, password=_password(args))
+            print(f"password of {args.name} changed (their open sessions last until they expire)")
+        elif args.action == "remove":
+            change_account(path, args.name, remove=True)
+            print(f"removed {args.name}; their decisions stay in the log under their name")
+    except AccountError as error:
+        print(f"atlas: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_users_parser(commands) -> None:
+    users = commands.add_parser("users", help=command_users.__doc__)
+    users.add_argument("action", choices=["list", "add", "role", "passwd", "remove"], nargs="?", default="list")
+    users.add_argument("name", nargs="?", default="", help="the person's name, as it appears in the audit log")
+    users.add_argument("value", nargs="?", default="", help="`role`: the new role")
+    users.add_argument("--role", choices=ROLES, default="extractor", help="`add`: the role (default extractor)")
+    users.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    users.add_argument("--proxy-only", action="store_true", help="`add`: no password (ATLAS_REVIEW_AUTH_HEADER)")
+    users.set_defaults(handler=command_users)

@@ -1,0 +1,113 @@
+"""A repeating group as the grid a reviewer thinks in: one row per entry (an outcome at a time point), its columns
+the group's fields by arm (intervention, comparator) and the comparison between them.
+
+The grid shows each cell's current value (the final value once decided, else the model's) and turns what a person
+changed in it into decisions: a new value corrects the cell, an emptied cell is rejected as not reported, a filled
+row below the last adds an entry the model missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from atlas_pipeline.core.templates import TemplateModule, entry_field_name, entry_field_parts
+from atlas_pipeline.review.decisions import value_text
+
+ARMS = (("_intervention", "intervention"), ("_treatment", "intervention"), ("_comparator", "comparator"))
+NEW_ROW = "new"
+
+
+def arm_of(name: str) -> str:
+    """The arm a field belongs to by its name (``events_intervention`` → intervention), else the comparison."""
+    return next((arm for suffix, arm in ARMS if name.endswith(suffix)), "comparison")
+
+
+@dataclass
+class GridRow:
+    entry: int
+    cells: dict[str, str]  # field → value as shown
+    states: dict[str, str]  # field → provenance (awaiting_review, reviewer_corrected, …)
+    rejected: bool = False  # every value of the entry rejected (a deleted entry)
+
+
+@dataclass
+class Grid:
+    group: str
+    identity: list[str]
+    columns: list[tuple[str, str]]  # (arm, field) in the order shown: identity, then by arm
+    rows: list[GridRow] = field(default_factory=list)
+
+    @property
+    def arms(self) -> list[tuple[str, int]]:
+        """The header's arm groups and how many columns each spans."""
+        spans: list[tuple[str, int]] = []
+        for arm, _ in self.columns:
+            if spans and spans[-1][0] == arm:
+                spans[-1] = (arm, spans[-1][1] + 1)
+            else:
+                spans.append((arm, 1))
+        return spans
+
+
+def entry_grid(group: TemplateModule, fields: Mapping[str, Any]) -> Grid:
+    """The grid of ``group`` from a document's final fields (``FinalField`` by name)."""
+    names = [f.name for f in group.fields]
+    identity = [n for n in group.identity if n in names]
+    order = {"identity": 0, "intervention": 1, "comparator": 2, "comparison": 3}
+    columns = [("identity", n) for n in identity] + sorted(
+        ((arm_of(n), n) for n in names if n not in identity), key=lambda c: order[c[0]]
+    )
+    entries: dict[int, dict[str, Any]] = {}
+    for name, final in fields.items():
+        group_name, entry, bare = entry_field_parts(name)
+        if group_name == group.name and entry is not None:
+            entries.setdefault(entry, {})[bare] = final
+    grid = Grid(group.name, identity, columns)
+    for entry in sorted(entries):
+        finals = entries[entry]
+        cells, states = {}, {}
+        for _, name in columns:
+            final = finals.get(name)
+            if final is None:
+                cells[name], states[name] = "", ""
+                continue
+            value = final.final_value if final.decided else final.model_value
+            cells[name], states[name] = "" if value is None else value_text(value), final.provenance
+        rejected = all(f.provenance == "rejected" for f in finals.values())
+        grid.rows.append(GridRow(entry, cells, states, rejected))
+    return grid
+
+
+@dataclass(frozen=True)
+class CellEdit:
+    """One cell a person changed: ``field`` is the entry's field name (``outcomes[2].sd_comparator``); ``value``
+    empty means the cell was emptied."""
+
+    field: str
+    bare: str
+    value: str
+    was: str
+
+
+def grid_edits(group: str, form: Mapping[str, Any]) -> tuple[list[CellEdit], dict[str, str]]:
+    """What the submitted grid changed: the edited cells of existing entries (``cell:<entry>:<field>`` against
+    ``was:<entry>:<field>``), and the new row's values (``cell:new:<field>``), the empty ones left out."""
+    edits, new_row = [], {}
+    for key, raw in form.items():
+        parts = str(key).split(":")
+        if len(parts) != 3 or parts[0] != "cell":
+            continue
+        _, entry, bare = parts
+        value = " ".join(str(raw or "").split())
+        if entry == NEW_ROW:
+            if value:
+                new_row[bare] = value
+            continue
+        if not entry.isdigit():
+            continue
+        was = " ".join(str(form.get(f"was:{entry}:{bare}") or "").split())
+        if value != was:
+            edits.append(CellEdit(entry_field_name(group, int(entry), bare), bare, value, was))
+    return edits, new_row
