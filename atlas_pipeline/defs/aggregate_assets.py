@@ -14,6 +14,7 @@ from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreemen
 from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.exports import write_exports
+from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.search.refresh import refresh_index
 from atlas_pipeline.store.layout import COMPLETION_PATH, EVALUATION_STEM, export_path
 
@@ -125,7 +126,10 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()
     states, template = document_states(context.instance, atlas.deployment), atlas.deployment.load_template()
-    paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template)
+    store = atlas.deployment.store()
+    paths = write_exports(
+        atlas.deployment.exports_store(), states, summarise(states), template, lambda study: load_choices(store, study)
+    )
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,

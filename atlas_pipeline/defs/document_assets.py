@@ -18,6 +18,7 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.extraction.document_extraction import extract_document
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.grading.document_checks import (
+    DOCUMENT_OUTCOME,
     QUOTE_GROUNDING,
     VALUE_CONSISTENCY,
     CheckResult,
@@ -212,6 +213,14 @@ with warnings.catch_warnings():  # per-partition checks are a Dagster preview fe
             partitions_def=documents_partitions,
             description="The template's consistency checks hold (events ≤ totals, CI bounds, 0 ≤ p ≤ 1, …); "
             "the metadata lists every violation with its values.",
+        ),
+        dg.AssetCheckSpec(
+            DOCUMENT_OUTCOME,
+            asset="document_extraction",
+            partitions_def=documents_partitions,
+            description="The document went through: fails (error) for a document that failed — at its snapshot, "
+            "parse or extraction, with the reason — and warns for one that was skipped. Its partitions show which "
+            "documents are red; the materialisation keeps the record, so completion and the exports count them.",
         ),
     ]
 

@@ -23,6 +23,7 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
+from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
@@ -157,6 +158,10 @@ def collect_document_states(
         if key in cancelled and state.status != DocumentStatus.EXTRACTING:
             state.status, state.reason = DocumentStatus.CANCELLED, cancelled[key]
         states.append(state)
+    reports = [Report(s.key, s.extraction.identifiers if s.extraction else {}, s.duplicate_of) for s in states]
+    studies = group_studies(reports, load_links(store))
+    for state in states:
+        state.study_id = studies.get(state.key, state.key)
     return states
 
 

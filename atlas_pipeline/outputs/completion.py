@@ -27,6 +27,7 @@ class DocumentState:
     stale: bool = False  # extracted with another template version: values withheld until re-extracted
     duplicate_of: str = ""  # the canonical document of the work this one is a copy of (knowledge.duplicates)
     duplicate_evidence: str = ""
+    study_id: str = ""  # the study this document reports (``knowledge.studies``), shared by all its reports
     snapshot: SnapshotRecord | None = None
     parse: ParseRecord | None = None
     extraction: ExtractionRecord | None = None
@@ -92,14 +93,15 @@ class TaskCompletion(BaseModel):
         if self.llm_calls or self.llm_cache_hits:
             out.append(
                 f"LLM: {self.llm_calls} call(s), {self.llm_cache_hits} cache hit(s), "
-                f"{self.prompt_tokens + self.completion_tokens} tokens; {self.fields_needing_review} field(s) to review"
+                f"{self.prompt_tokens + self.completion_tokens} tokens"
             )
             out.append("LLM cost: " + self.cost_line())
-        if self.documents_approved or self.decisions:
+        if self.documents_approved or self.decisions or self.fields_needing_review:
             by = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in self.fields_by_provenance.items() if n)
             out.append(
-                f"review: {self.documents_approved} document(s) approved, {self.documents_awaiting_review} awaiting "
-                f"review; {self.decisions} decision(s); fields: {by}"
+                f"review: {self.fields_needing_review} field(s) to review; {self.documents_approved} document(s) "
+                f"approved, {self.documents_awaiting_review} awaiting review; {self.decisions} decision(s); "
+                f"fields: {by}"
             )
         if self.duplicates:
             out.append(
@@ -155,7 +157,9 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),
         **_costs(records),
-        fields_needing_review=sum(r.unverified_fields for r in records),
+        # one count everywhere (this summary, the review page's list and each document's page): fields awaiting a
+        # person or to re-check, under the team's acceptance policy
+        fields_needing_review=sum(review.to_review for review in reviews),
         documents_approved=sum(1 for review in reviews if review.approved),
         documents_awaiting_review=sum(1 for review in reviews if not review.approved),
         decisions=sum(review.decisions for review in reviews),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 
 import polars as pl
 
@@ -14,9 +15,11 @@ from atlas_pipeline.core.templates import Template, TemplateField, TemplateModul
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
+from atlas_pipeline.outputs.study_report import STUDIES_STEM, STUDY_SCHEMA, studies, studies_frame
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
 from atlas_pipeline.review.final_values import DocumentReview
+from atlas_pipeline.review.study_values import StudyChoice
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
     AGREEMENT_STEM,
@@ -39,6 +42,10 @@ SCHEMA = {
     "source_path": pl.String,
     "source_removed": pl.Boolean,
     "duplicate_of": pl.String,
+    "study_id": pl.String,
+    "title": pl.String,
+    "authors": pl.String,
+    "year": pl.Int64,
     "duplicate_evidence": pl.String,
     "media_type": pl.String,
     "pages": pl.Int64,
@@ -79,6 +86,10 @@ def document_row(state: DocumentState) -> dict:
         "source_path": state.source_path,
         "source_removed": state.source_removed,
         "duplicate_of": state.duplicate_of or None,
+        "study_id": state.study_id or state.key,
+        "title": parse.title or None if parse else None,
+        "authors": "; ".join(parse.authors) or None if parse else None,
+        "year": parse.year if parse else None,
         "duplicate_evidence": state.duplicate_evidence or None,
         "media_type": (parse.media_type if parse else None) or (snap.media_type if snap else None),
         "pages": parse.pages if parse and not parse.problem else (snap.pages if snap else None),
@@ -116,6 +127,7 @@ def documents_frame(states: list[DocumentState]) -> pl.DataFrame:
 
 FIELD_SCHEMA = {
     "document_key": pl.String,
+    "study_id": pl.String,
     "status": pl.String,
     "module": pl.String,
     "field": pl.String,
@@ -191,6 +203,7 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
             rows.append(
                 {
                     "document_key": state.key,
+                    "study_id": state.study_id or state.key,
                     "status": state.status.value,
                     "module": field.get("module"),
                     "field": name,
@@ -428,13 +441,18 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
 
 def export_files() -> list[str]:
     """Every file ``write_exports`` writes, relative to the exports store."""
-    per_row = [export_path(stem, fmt) for stem in (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM) for fmt in FORMATS[1:]]
+    stems = (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM, STUDIES_STEM)
+    per_row = [export_path(stem, fmt) for stem in stems for fmt in FORMATS[1:]]
     quality, agreement = export_path(QUALITY_STEM, "csv"), export_path(AGREEMENT_STEM, "csv")
     return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement]
 
 
 def write_exports(
-    store: Store, states: list[DocumentState], completion: TaskCompletion, template: Template | None = None
+    store: Store,
+    states: list[DocumentState],
+    completion: TaskCompletion,
+    template: Template | None = None,
+    choices_of: Callable[[str], list[StudyChoice]] | None = None,
 ) -> dict[str, str]:
     """Write every export under stable names in ``store``; returns name → location.
 
@@ -443,7 +461,9 @@ def write_exports(
     span in document.md or table and row) and consistency flags; fields awaiting a person first. ``atlas_approved.*``:
     approved documents only, one typed column per field. ``atlas_review_quality.csv``: how often reviewers kept the
     model's value, per field and tier. The xlsx holds them all (its ``fields`` sheet with decision columns to fill
-    in and drop into the review inbox) plus a wide ``extractions`` sheet.
+    in and drop into the review inbox) plus a wide ``extractions`` sheet. ``atlas_studies.*``: per study (the
+    reports of one trial) and field, the value reconciled across its reports (``choices_of``: a study's choices
+    between its reports' values).
     """
     secrets = secret_values()
     documents, fields = documents_frame(states), fields_frame(states)
@@ -456,6 +476,10 @@ def write_exports(
         for name, f in groups.items()
     }
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
+    found = studies(states, template, choices_of or (lambda study: [])) if template else []
+    study_table = pl.DataFrame(
+        [redact_value(r, secrets) for r in studies_frame(found).rows(named=True)], schema=STUDY_SCHEMA
+    )
     workbook = workbook_bytes(
         documents,
         extractions_frame(fields, template),
@@ -466,6 +490,7 @@ def write_exports(
         groups=groups,
         choices=DECISION_CHOICES,
         skip_mode=skip_mode,
+        studies=study_table,
     )
     written = {"xlsx": store.write_bytes(export_path(EXPORT_STEM, "xlsx"), workbook)}
     for fmt in FORMATS[1:]:
@@ -480,6 +505,10 @@ def write_exports(
     for fmt in FORMATS[1:]:
         written[f"outcomes_{fmt}"] = store.write_bytes(
             export_path(OUTCOMES_STEM, fmt), _encode(outcomes, fmt, export_path(OUTCOMES_STEM, "parquet"))
+        )
+    for fmt in FORMATS[1:]:
+        written[f"studies_{fmt}"] = store.write_bytes(
+            export_path(STUDIES_STEM, fmt), _encode(study_table, fmt, export_path(STUDIES_STEM, "parquet"))
         )
     written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))
     agreement = pl.DataFrame(agreement_rows(states, template), schema=AGREEMENT_SCHEMA) if template else None

@@ -199,6 +199,7 @@ def workbook_bytes(
     choices: dict[str, list[str]] | None = None,
     groups: dict[str, pl.DataFrame] | None = None,
     skip_mode: bool,
+    studies: pl.DataFrame | None = None,
 ) -> bytes:
     """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide, the model's values), ``fields`` (long,
     those awaiting a person first, with decision columns to fill in), ``approved`` (final values of approved
@@ -244,6 +245,13 @@ def workbook_bytes(
                 truncate_for_cells(frame, f"atlas_{name}.parquet / .jsonl"),
                 row_rules=[],
                 empty_note=f"No {name} entries extracted yet.",
+            )
+        if studies is not None:
+            sheets.table(
+                "studies",
+                truncate_for_cells(studies, "atlas_studies.parquet / .jsonl"),
+                row_rules=[("state", '="conflict"', FLAG_FILL)],
+                empty_note="No study values yet: they are the reports' accepted values, reconciled.",
             )
         if approved is not None:
             sheets.table(

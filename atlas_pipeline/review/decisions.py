@@ -180,7 +180,7 @@ def now_stamp() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _file_stamp(decided_at: str) -> str:
+def file_stamp(decided_at: str) -> str:
     return decided_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
 
 
@@ -328,7 +328,7 @@ def entry_identity(fields: dict[str, Any], name: str, identity: Sequence[str]) -
 
 def decision_file(decision: Decision) -> str:
     """The decision's file name in the log: its time first, so names sort as decisions were made."""
-    return decision_path(decision.document, _file_stamp(decision.decided_at), decision.id).rsplit("/", 1)[-1]
+    return decision_path(decision.document, file_stamp(decision.decided_at), decision.id).rsplit("/", 1)[-1]
 
 
 def load_decisions(store: Store, key: str, *, withdrawn: bool = False) -> list[Decision]:

@@ -58,9 +58,11 @@ def _find_pieces(page, pieces: list[str]) -> tuple[list, int]:  # page: a pymupd
     return found, distinct
 
 
-def locate_quote(pdf: bytes, quote: str | None, page_hint: int | None) -> PageEvidence:
+def locate_quote(pdf: bytes, quote: str | None, page_hint: int | None, pieces: bool = True) -> PageEvidence:
     """The page to show — where the whole quote is (the graded page first), else where most of its pieces are, else
-    the graded page or page 1 — and the quote's rectangles on it."""
+    the graded page or page 1 — and the quote's rectangles on it. ``pieces`` False: the whole quote or nothing (a
+    quote the grader did not find in the document: its pieces would light up unrelated words — a surname in the
+    references)."""
     import pymupdf
 
     with pymupdf.open(stream=pdf, filetype="pdf") as document:
@@ -78,9 +80,9 @@ def locate_quote(pdf: bytes, quote: str | None, page_hint: int | None) -> PageEv
                     chosen, rects, how = number, found, "whole"
                     break
             else:  # its pieces: the page where most of them are (the graded page on a tie)
-                pieces, best = _pieces(quote), 0
+                parts, best = (_pieces(quote) if pieces else []), 0
                 for number in order:
-                    found, distinct = _find_pieces(document[number], pieces)
+                    found, distinct = _find_pieces(document[number], parts)
                     if distinct > best:
                         chosen, rects, how, best = number, found, "pieces", distinct
         page = document[chosen]

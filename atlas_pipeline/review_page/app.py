@@ -54,6 +54,7 @@ from atlas_pipeline.review.workbook_import import import_reports
 from atlas_pipeline.review_page.document_view import ADDED_FROM, consensus_candidates, document_context
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
 from atlas_pipeline.review_page.sessions import OPEN_PATHS, SESSION_COOKIE
+from atlas_pipeline.review_page.study_pages import choose_value, link_report, study_detail, study_list
 from atlas_pipeline.search.entries import MAX_QUERY_CHARS, QueryTooLongError
 from atlas_pipeline.store.layout import record_path
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
@@ -637,6 +638,26 @@ async def team(request: Request) -> Response:
     return TEMPLATES.TemplateResponse(request, "team.html", context)
 
 
+async def studies_page(request: Request) -> Response:
+    return await run_in_threadpool(study_list, request, TEMPLATES)
+
+
+async def study_page(request: Request) -> Response:
+    return await run_in_threadpool(study_detail, request, TEMPLATES)
+
+
+async def study_choice(request: Request) -> Response:
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a choice must come from the review page itself", status_code=403)
+    return await choose_value(request, TEMPLATES)
+
+
+async def study_link(request: Request) -> Response:
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a link must come from the review page itself", status_code=403)
+    return await link_report(request)
+
+
 async def _who_is_there(request: Request, call_next) -> Response:
     """Everyone logs in once there are accounts (or a proxy names them): an unknown visitor is sent to the login
     page (GET) or refused (any other method)."""
@@ -676,6 +697,10 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
             Route("/login", login, methods=["GET", "POST"]),
             Route("/logout", logout, methods=["POST"]),
             Route("/team", team),
+            Route("/studies", studies_page),
+            Route("/studies/links", study_link, methods=["POST"]),
+            Route("/studies/{study}", study_page),
+            Route("/studies/{study}/values", study_choice, methods=["POST"]),
             Route("/", documents),
             Route("/api/documents", documents_api),
             Route("/upload", upload, methods=["POST"]),

@@ -102,7 +102,10 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
     quote = view["quote"] or final.corrected_quote  # a person's quote where the model gave none
     if snapshot and snapshot.snapshot_path and (snapshot.media_type or "").endswith("pdf"):
         hint = extracted.get("page") or (final.quote_check.page if final.quote_check else None)
-        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, hint)
+        unfound = (  # the grader found the model's quote nowhere in the document
+            view["quote"] and extracted.get("tier") == "unverified" and extracted.get("start") is None
+        ) and extracted.get("table") is None
+        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, hint, pieces=not unfound)
         return {
             "kind": "pdf",
             "page": located.page,

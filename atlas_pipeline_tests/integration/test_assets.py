@@ -86,6 +86,16 @@ def test_broken_file_ends_failed_with_its_reason_and_others_go_on(pipeline, inst
         failed = evaluations["ocrmypdf_invalid.pdf"].event.dagster_event.event_specific_data
         assert failed.passed is False and "failed: parse: not a readable PDF" in failed.description
         assert evaluations["plos_one_article.html"].event.dagster_event.event_specific_data.passed is True
+    # the outcome check: an error (red) for the failed document, its stage and reason; passed for the good one
+    key = dg.AssetCheckKey(dg.AssetKey("document_extraction"), "document_outcome")
+    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+    outcomes = {
+        r.event.dagster_event.event_specific_data.partition: r.event.dagster_event.event_specific_data for r in history
+    }
+    failed = outcomes["ocrmypdf_invalid.pdf"]
+    assert failed.passed is False and failed.severity == dg.AssetCheckSeverity.ERROR
+    assert failed.description.startswith("failed: parse: not a readable PDF")
+    assert outcomes["plos_one_article.html"].passed is True
 
 
 def test_aggregates_count_every_document_including_failed_and_never_run(pipeline, instance, tmp_path):
@@ -133,9 +143,11 @@ def test_aggregates_count_every_document_including_failed_and_never_run(pipeline
         }, fmt
     summary = pl.read_excel(exports / "atlas_documents.xlsx", sheet_name="task_completion")
     assert dict(zip(summary["figure"], summary["count"], strict=True))["count_failed"] == 2
-    # skip mode: the value sheets say why they are empty
-    fields = pl.read_excel(exports / "atlas_documents.xlsx", sheet_name="fields", has_header=False)
-    assert any("skip mode (no LLM endpoint configured)" in str(v) for v in fields.to_series(0).to_list())
+    # skip mode: every field of the processed document waits to be extracted by hand; none of the failed one's
+    fields = pl.read_excel(exports / "atlas_documents.xlsx", sheet_name="fields")
+    assert set(fields["document_key"]) == {"PMC3508963.pdf"}
+    assert fields.height == len(atlas.load_template().fields)
+    assert set(fields["tier"]) == {"not_extracted"} and set(fields["provenance"]) == {"awaiting_review"}
 
 
 def test_definitions_have_the_lineage_of_the_design():

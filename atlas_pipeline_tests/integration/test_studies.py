@@ -1,0 +1,92 @@
+"""Two reports of one corpus trial — the yoga trial's PDF and its JATS — reviewed as one study: grouped by their
+shared registration, values extracted by hand in each, the agreeing one the study's, the differing one a conflict
+until a person takes one report's value, and the exports keyed by study as well as by document."""
+
+import urllib.parse
+
+import polars as pl
+
+from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.store.records import ExtractionRecord, read_record
+from atlas_pipeline_tests.support.corpus import copy_into
+from atlas_pipeline_tests.support.helpers import http_request, serve
+
+PDF, JATS = "PMC3648394.pdf", "PMC3648394.nxml"
+STUDY = "ACTRN12611000536965"
+
+
+def _post(url: str, form: dict) -> tuple[int, str]:
+    return http_request(url, urllib.parse.urlencode(form).encode())
+
+
+def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, settings_for, atlas_for, instance):
+    from atlas_pipeline.review_page.app import create_app
+
+    copy_into(knowledge_base, f"rct/{PDF}")
+    copy_into(knowledge_base, f"rct_jats/{JATS}")
+    settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    instance.add_dynamic_partitions(documents_partitions.name, [PDF, JATS])
+    defs = build_definitions(settings)
+    for key in (PDF, JATS):
+        assert defs.resolve_job_def("document_job").execute_in_process(partition_key=key, instance=instance).success
+    states = {s.key: s for s in document_states(instance, atlas)}
+    assert states[PDF].study_id == states[JATS].study_id == STUDY  # the registration both name
+    assert states[JATS].parse.authors[0] == "Birinder S Cheema" and states[JATS].parse.year == 2013
+
+    with serve(create_app(settings, instance=lambda: instance)) as site:
+        for key, n_treatment in ((PDF, "18"), (JATS, "19")):
+            record = read_record(atlas.store(), key, "extraction", ExtractionRecord)
+            shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}
+            for field, value in (("study_design", "randomized controlled trial"), ("n_treatment", n_treatment)):
+                status, _ = _post(
+                    f"{site}/documents/{key}/fields/{field}", {**shown, "action": "correct", "value": value}
+                )
+                assert status == 200
+            _post(f"{site}/documents/{key}/fields/nct_number", {**shown, "action": "reject", "reason": "not_reported"})
+        for key in (PDF, JATS):
+            assert defs.resolve_job_def("review_job").execute_in_process(partition_key=key, instance=instance).success
+
+        status, page = http_request(f"{site}/studies")
+        assert status == 200 and f'data-study="{STUDY}"' in page and f"/documents/{JATS}" in page
+        status, page = http_request(f"{site}/studies/{STUDY}")
+        assert status == 200
+        assert (
+            'data-field="study_design" class="agreed"' in page and 'data-field="n_treatment" class="conflict"' in page
+        )
+        assert 'data-field="nct_number"' not in page  # a rejected value is no value of the study
+        status, page = _post(
+            f"{site}/studies/{STUDY}/values",
+            {"field": "n_treatment", "from_report": JATS, "reviewer": "dan", "note": "the JATS has the erratum"},
+        )
+        assert status == 200 and f"n_treatment of {STUDY} taken from {JATS} by dan" in page
+        assert 'data-field="n_treatment" class="chosen"' in page
+        status, page = _post(
+            f"{site}/studies/{STUDY}/values", {"field": "n_treatment", "from_report": "nowhere.pdf", "reviewer": "dan"}
+        )
+        assert status == 409 and "gives no accepted value" in page
+
+        # a person sets the JATS apart (then takes that back): two studies, never under one name
+        _post(f"{site}/studies/links", {"key": JATS, "action": "apart", "reviewer": "dan"})
+        apart = {s.key: s.study_id for s in document_states(instance, atlas)}
+        assert apart[PDF] == STUDY and apart[JATS] == JATS
+        _post(f"{site}/studies/links", {"key": JATS, "action": "unlink", "reviewer": "dan"})
+
+    assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    rows = {r["field"]: r for r in pl.read_parquet(f"{settings.exports}/atlas_studies.parquet").iter_rows(named=True)}
+    assert (rows["study_design"]["state"], rows["study_design"]["reports"]) == ("agreed", 2)
+    chosen = rows["n_treatment"]
+    assert (chosen["study_id"], chosen["value"], chosen["state"], chosen["source_report"]) == (
+        STUDY,
+        "19",
+        "chosen",
+        JATS,
+    )
+    assert chosen["chosen_by"] == "dan" and f"{PDF}: 18" in chosen["values_by_report"]
+    fields = pl.read_parquet(f"{settings.exports}/atlas_fields.parquet")
+    assert set(fields["study_id"].unique()) == {STUDY}
+    documents = pl.read_parquet(f"{settings.exports}/atlas_documents.parquet")
+    assert set(documents["study_id"]) == {STUDY} and documents.filter(pl.col("document_key") == JATS)["year"][0] == 2013
