@@ -7,10 +7,9 @@ import errno
 import socket
 import sys
 
+from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES
 from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.review.accounts import AccountError, load_accounts
-
-LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
 
 
 def command_review(args: argparse.Namespace) -> int:
@@ -23,7 +22,14 @@ def command_review(args: argparse.Namespace) -> int:
     settings = load_settings()
     home = prepare_dagster_home(settings.instance_config)
     port = args.port or settings.review_port
-    if args.host not in LOOPBACK_ADDRESSES and not settings.review_auth_header:
+    if args.host not in LOOPBACK_ADDRESSES and settings.review_auth_header:
+        print(
+            "atlas: behind a proxy that logs people in (ATLAS_REVIEW_AUTH_HEADER), the review page listens on "
+            "127.0.0.1 and the proxy forwards to it: anyone reaching the page directly could send the header",
+            file=sys.stderr,
+        )
+        return 2
+    if args.host not in LOOPBACK_ADDRESSES:
         try:
             accounts = load_accounts(settings.review_users)
         except AccountError as error:
@@ -32,8 +38,8 @@ def command_review(args: argparse.Namespace) -> int:
         if not accounts:
             print(
                 f"atlas: the review page listens beyond this machine ({args.host}) only with authentication: add "
-                "accounts with `atlas users add NAME --role …`, or set ATLAS_REVIEW_AUTH_HEADER behind a proxy that "
-                "logs people in",
+                "accounts with `atlas users add NAME --role …` (or keep it on 127.0.0.1 behind a proxy that logs "
+                "people in, with ATLAS_REVIEW_AUTH_HEADER)",
                 file=sys.stderr,
             )
             return 2
@@ -42,7 +48,7 @@ def command_review(args: argparse.Namespace) -> int:
         print(f"atlas: cannot serve the review page on {args.host}:{port}: {problem}", file=sys.stderr)
         return 2
     print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=port, log_level="warning")
+    uvicorn.run(create_app(settings, host=args.host), host=args.host, port=port, log_level="warning")
     return 0
 
 

@@ -8,6 +8,7 @@ and the names a team lists in ``ATLAS_TRUSTED_HOSTS`` when it serves them on a n
 from __future__ import annotations
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")  # what a server is bound to when it serves this machine only
 
 
 def trusted_hosts(listed: str = "") -> list[str]:

@@ -102,6 +102,8 @@ def group_studies(reports: Iterable[Report], links: StudyLinks | None = None) ->
             continue  # a person's word decides for this one
         if report.duplicate_of:
             sets.union(report.key, report.duplicate_of)
+            if report.duplicate_of in apart:
+                continue  # a copy of a report set apart goes with it, and nowhere else
         for registration in registrations(report):
             if registration in by_registration:
                 sets.union(report.key, by_registration[registration])

@@ -4,7 +4,8 @@ A PDF's metadata title is often a typesetter's file name ("1475-2891-4-23.fm") o
 is used only when it reads as a title. Otherwise the title is the first heading of the first page that reads as a
 sentence (not a journal's name), or, for a PDF whose title is set in bold within a paragraph, the run of the largest
 type on page 1 that does. The authors are the names right after the title; the year is the first plausible year on
-the first page (a journal's "2005, 4:23", "© 2012", "Published: 3 May 2013").
+the first page: the latest it states as the paper's ("© 2012", "Published: 3 May 2013"), else the latest it names (the
+studies it cites are older than it).
 """
 
 from __future__ import annotations

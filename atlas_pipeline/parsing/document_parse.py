@@ -16,7 +16,7 @@ from atlas_pipeline.parsing import (
     Table,
 )
 from atlas_pipeline.parsing.bounded import ParseLimitError, ParseLimits
-from atlas_pipeline.parsing.citation import citation_from_text
+from atlas_pipeline.parsing.citation import citation_from_text, reads_as_title
 from atlas_pipeline.parsing.media import detect_media_type
 from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider, ProviderError
 from atlas_pipeline.parsing.providers.combine import with_tables_from
@@ -94,7 +94,8 @@ def parse_snapshot(
     record.warnings = parsed.warnings
     record.lost = parsed.lost
     citation = citation_from_text(parsed.markdown, parsed.title, bold_title=parsed.title)
-    record.title = citation.title
+    own = parsed.media_type != "application/pdf" and reads_as_title(parsed.title)  # JATS article-title, citation_title
+    record.title = parsed.title if own else citation.title
     record.authors = parsed.authors or citation.authors
     record.year = parsed.year or citation.year
     record.provider = parsed.provider

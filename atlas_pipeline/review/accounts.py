@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.review.decisions import reviewer_name
 
 Role = Literal["extractor", "adjudicator", "admin"]
 ROLES: tuple[str, ...] = ("extractor", "adjudicator", "admin")
@@ -100,9 +101,10 @@ def _checked_password(password: str) -> str:
 
 def add_account(path: str | Path, name: str, role: str, password: str | None) -> Account:
     """A new account (``password`` None: logs in through the trusted proxy header only)."""
-    name = " ".join(name.split())
-    if not name:
-        raise AccountError("an account needs a name")
+    try:  # the name decisions are recorded under: the same rules as a reviewer's name typed on the page
+        name = reviewer_name(" ".join(name.split()))
+    except ValueError as error:
+        raise AccountError(str(error)) from None
     if role not in ROLES:
         raise AccountError(f"unknown role {role!r}: {', '.join(ROLES)}")
     accounts = load_accounts(path)
@@ -133,7 +135,10 @@ def change_account(
 
 def authenticate(accounts: dict[str, Account], name: str, password: str) -> Account | None:
     """The account when the password is its own; the same work is done for an unknown name (no timing oracle)."""
-    account = accounts.get(" ".join(name.split()))
+    try:
+        account = accounts.get(reviewer_name(" ".join(name.split())))
+    except ValueError:
+        account = None
     stored = account.password_hash if account and account.password_hash else _dummy()
     matches = password_matches(password, stored)
     return account if account and account.password_hash and matches else None

@@ -105,7 +105,7 @@ def grid_edits(group: str, form: Mapping[str, Any]) -> tuple[list[CellEdit], dic
             if value:
                 new_row[bare] = value
             continue
-        if not entry.isdigit():
+        if not (entry.isascii() and entry.isdecimal()):
             continue
         was = " ".join(str(form.get(f"was:{entry}:{bare}") or "").split())
         if value != was:

@@ -10,6 +10,7 @@ secret is ever rendered. Bound to 127.0.0.1 by ``atlas review``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from atlas_pipeline.config.hosts import trusted_hosts
+from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES, trusted_hosts
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
@@ -162,7 +163,8 @@ async def page_image(request: Request) -> Response:
     if isinstance(pdf, Response):
         return pdf
     try:
-        scale = min(max(float(request.query_params.get("scale", "1")), 0.5), 3.0)
+        scale = float(request.query_params.get("scale", "1"))
+        scale = min(max(scale, 0.5), 3.0) if math.isfinite(scale) else 1.0
     except ValueError:
         scale = 1.0
     try:
@@ -233,7 +235,7 @@ async def _field_post(request: Request, what: str) -> _FieldPost | Response:
 
 def _page_number(raw: Any) -> int | None:
     text = str(raw or "").strip()
-    return int(text) if text.isdigit() and 0 < int(text) < 100_000 else None
+    return int(text) if text.isascii() and text.isdecimal() and 0 < int(text) < 100_000 else None
 
 
 async def decision(request: Request) -> Response:
@@ -312,14 +314,21 @@ def _back(key: str, message: str, form) -> RedirectResponse:
     return RedirectResponse(f"/documents/{url_quote(key)}?message={url_quote(message)}{blind}", status_code=303)
 
 
-def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form) -> int:
-    """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
-    value is checked before any is recorded. Returns the entry's number."""
+def _check_entry(group, given: dict[str, str]) -> list:
+    """The (field, value) pairs of a new entry, every value checked (refused: no identity, a value of the wrong
+    type) before anything is recorded."""
     values = [(field, given[field.name]) for field in group.fields if given.get(field.name)]
     if not any(field.name == group.identity[0] for field, _ in values):
         raise DecisionRefused(f"a new {group.name} entry needs at least its {group.identity[0]}")
     for field, value in values:
-        coerce_value(value, field)  # every value checked before any is written
+        coerce_value(value, field)
+    return values
+
+
+def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form) -> int:
+    """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
+    value is checked before any is recorded. Returns the entry's number."""
+    values = _check_entry(group, given)
     taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
     taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
     # a person's entries are numbered from ADDED_FROM: a model's entry never takes their number later
@@ -389,6 +398,8 @@ async def save_grid(request: Request) -> Response:
                 raise DecisionRefused(f"{group.name} has no field {edit.bare!r}")
             if edit.value:
                 coerce_value(edit.value, definitions[edit.bare])
+        if new_row:
+            _check_entry(group, new_row)  # the new row too, before any cell is recorded
         for edit in edits:
             decide(
                 page.store,
@@ -604,7 +615,7 @@ async def login(request: Request) -> Response:
     response = RedirectResponse(context["next"], status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        page.sessions.start(account.name),
+        page.sessions.start(account),
         httponly=True,
         samesite="strict",
         max_age=int(page.settings.review_session_hours * 3600),
@@ -668,6 +679,11 @@ async def _who_is_there(request: Request, call_next) -> Response:
         user = page.sessions.user(request) if required else None
     except AccountError as error:
         return PlainTextResponse(str(error), status_code=500)
+    if not required and not request.app.state.loopback:  # the last account removed while serving a network
+        return PlainTextResponse(
+            "this review page listens beyond its machine and has no accounts: add one with `atlas users add`",
+            status_code=503,
+        )
     if required and user is None and request.url.path not in OPEN_PATHS:
         if request.method == "GET":
             back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
@@ -677,9 +693,12 @@ async def _who_is_there(request: Request, call_next) -> Response:
     return await call_next(request)
 
 
-def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None) -> Starlette:
+def create_app(
+    settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None, host: str = "127.0.0.1"
+) -> Starlette:
     """The review page's ASGI app over one deployment (``instance``: how to reach the Dagster instance; default
-    ``DagsterInstance.get()`` from DAGSTER_HOME, opened once)."""
+    ``DagsterInstance.get()`` from DAGSTER_HOME, opened once; ``host``: the address it listens on — beyond this
+    machine it answers only while people log in)."""
     cached: list[dg.DagsterInstance] = []
 
     def default_instance() -> dg.DagsterInstance:
@@ -720,4 +739,5 @@ def create_app(settings: AtlasSettings, instance: Callable[[], dg.DagsterInstanc
         ],
     )
     app.state.page = ReviewPage(settings, instance or default_instance)
+    app.state.loopback = host in LOOPBACK_ADDRESSES
     return app

@@ -7,6 +7,7 @@ account and no proxy header the page is open, as before, but it then listens on 
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
@@ -16,6 +17,7 @@ from starlette.requests import Request
 
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.review.accounts import Account, load_accounts
+from atlas_pipeline.review.decisions import reviewer_name
 
 SESSION_COOKIE = "atlas_session"
 OPEN_PATHS = ("/login",)
@@ -25,6 +27,7 @@ OPEN_PATHS = ("/login",)
 class _Session:
     name: str
     expires: float
+    password: str  # a fingerprint of the password hash at login: a changed password ends the session
 
 
 class Sessions:
@@ -42,12 +45,13 @@ class Sessions:
         """Whether people must be known: a proxy passes their name, or the accounts file holds an account."""
         return bool(self.settings.review_auth_header) or bool(self.accounts())
 
-    def start(self, name: str) -> str:
+    def start(self, account: Account) -> str:
         token = secrets.token_urlsafe(32)
         with self._lock:
             now = time.time()
             self._sessions = {k: s for k, s in self._sessions.items() if s.expires > now}  # the expired let go
-            self._sessions[token] = _Session(name, now + self.settings.review_session_hours * 3600)
+            expires = now + self.settings.review_session_hours * 3600
+            self._sessions[token] = _Session(account.name, expires, _fingerprint(account))
         return token
 
     def end(self, token: str) -> None:
@@ -60,11 +64,17 @@ class Sessions:
         accounts = self.accounts()
         header = self.settings.review_auth_header
         if header:
-            name = " ".join(request.headers.get(header, "").split())
-            if not name:
-                return None
+            try:
+                name = reviewer_name(" ".join(request.headers.get(header, "").split()))
+            except ValueError:
+                return None  # no name, or one that cannot be recorded as written
             return accounts.get(name) or Account(name=name, role="extractor")
         session = self._sessions.get(request.cookies.get(SESSION_COOKIE, ""))
         if session is None or session.expires <= time.time():
             return None
-        return accounts.get(session.name)
+        account = accounts.get(session.name)
+        return account if account is not None and _fingerprint(account) == session.password else None
+
+
+def _fingerprint(account: Account) -> str:
+    return hashlib.sha256(account.password_hash.encode()).hexdigest()[:16]

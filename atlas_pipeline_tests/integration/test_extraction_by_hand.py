@@ -107,6 +107,11 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
             {**shown, "cell:1001:sd_comparator": "many", "was:1001:sd_comparator": "27.5"},
         )
         assert status == 409 and "sd_comparator" in page  # a number's cell refuses words, and nothing is recorded
+        before = len(load_decisions(atlas.store(), KEY))
+        half = {"cell:1001:sd_comparator": "27.6", "was:1001:sd_comparator": "27.5", "cell:new:mean_comparator": "1"}
+        status, page = _post(f"{site}/documents/{KEY}/groups/outcomes/grid", {**shown, **half})
+        assert status == 409 and "needs at least its outcome" in page
+        assert len(load_decisions(atlas.store(), KEY)) == before  # the changed cell was not recorded either
 
     assert defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success

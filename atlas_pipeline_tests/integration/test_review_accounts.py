@@ -119,6 +119,31 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
         assert 'data-reviewer="Dan"><td>Dan</td><td>adjudicator</td><td>1</td>' in team
         _post(f"{site}/logout", {}, ana)
         assert http_request(f"{site}/team", headers={"Cookie": ana})[1].count('id="login-form"') == 1  # logged out
+        # a changed password ends the sessions opened with the old one
+        changed = subprocess.run(
+            [str(BIN / "atlas"), "users", "passwd", "Dan", "--password-stdin"],
+            env=env,
+            input="another passphrase\n",
+            capture_output=True,
+            text=True,
+        )
+        assert changed.returncode == 0, changed.stderr
+        assert 'id="login-form"' in http_request(f"{site}/team", headers={"Cookie": dan})[1]
+
+    # serving the network: once the last account is gone the page answers nothing (never open to anyone)
+    for name in ("Ana Lima", "Dan"):
+        subprocess.run([str(BIN / "atlas"), "users", "remove", name], env=env, capture_output=True, check=True)
+    with serve(create_app(settings, instance=lambda: instance, host="0.0.0.0")) as site:
+        status, body = http_request(f"{site}/")
+        assert status == 503 and "has no accounts" in body
+    proxied_env = {**env, "ATLAS_REVIEW_AUTH_HEADER": "X-Forwarded-User"}
+    refused = subprocess.run(
+        [str(BIN / "atlas"), "review", "--host", "0.0.0.0", "--port", "1"],
+        env=proxied_env,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "listens on 127.0.0.1 and the proxy forwards to it" in refused.stderr
 
     proxied = settings.model_copy(update={"review_auth_header": "X-Forwarded-User"})
     with serve(create_app(proxied, instance=lambda: instance)) as site:

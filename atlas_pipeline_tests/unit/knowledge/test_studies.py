@@ -24,6 +24,8 @@ def test_a_persons_link_outweighs_what_the_text_says():
     )  # b set apart (it only cites the trial), c joined to a (a secondary report without the registration)
     studies = group_studies(reports, links)
     assert studies["a.pdf"] == studies["c.pdf"] == "NCT00000001"
+    copy = [*reports, Report("b.nxml", {}, duplicate_of="b.pdf")]  # the set-apart report's own copy goes with it
+    assert group_studies(copy, links)["b.nxml"] == group_studies(copy, links)["b.pdf"] == "b.nxml"
     assert studies["b.pdf"] == "b.pdf"  # a study of its own, never under the other's name
 
 
