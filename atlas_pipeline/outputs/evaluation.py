@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
 from atlas_pipeline.core.templates import Template, entry_field_parts
+from atlas_pipeline.outputs.gold_formats import is_yun_row, yun_values
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
@@ -44,6 +45,7 @@ class GoldValue(BaseModel):
     value: Any
     group: str = ""
     entry: dict[str, Any] = Field(default_factory=dict)
+    derived: bool = False  # computed by the annotator (an SD from a CI, events from a percentage), not printed
 
 
 class GoldError(ValueError):
@@ -51,13 +53,17 @@ class GoldError(ValueError):
 
 
 def read_gold(text: str) -> list[GoldValue]:
+    """Gold lines in Atlas's format (one value a line) or Yun et al.'s outcome rows (``outputs.gold_formats``), as
+    the file has them — the two may be mixed."""
     values = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            values.append(GoldValue.model_validate(json.loads(line)))
-        except ValueError as error:
+            data = json.loads(line)
+            rows = yun_values(data) if isinstance(data, dict) and is_yun_row(data) else [data]
+            values += [GoldValue.model_validate(row) for row in rows]
+        except (ValueError, KeyError, TypeError) as error:
             raise GoldError(f"gold line {number}: {error}") from None
     return values
 
@@ -87,6 +93,8 @@ class FieldScore:
     by_tier: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # tier → [n, ok]
     # two extractors: agreement state (``grading.agreement``) → [n, ok]
     by_agreement: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    # gold values the paper prints (written) and those the annotators computed (derived) → [gold, found correct]
+    by_origin: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
 
     @property
     def accuracy(self) -> float | None:
@@ -112,6 +120,7 @@ class FieldScore:
             "verified_precision": self.verified_precision,
             **{f"accuracy_{tier}": round(ok / n, 4) for tier, (n, ok) in sorted(self.by_tier.items()) if n},
             **{f"accuracy_{state}": round(ok / n, 4) for state, (n, ok) in sorted(self.by_agreement.items()) if n},
+            **{f"recall_{origin}": round(ok / n, 4) for origin, (n, ok) in sorted(self.by_origin.items()) if n},
         }
 
 
@@ -141,8 +150,12 @@ class Evaluation:
             "Accuracy = correct / extracted; recall = correct / gold; verified precision = correct / extracted with "
             "tier `verified`.",
             "",
-            "| field | gold | extracted | correct | accuracy | recall | verified precision | accuracy by tier |",
-            "|---|---|---|---|---|---|---|---|",
+            "Recall of written / derived: correct / gold among the values the paper prints and among those the "
+            "annotators computed (an SD from a CI, events from a percentage; Yun et al.'s notes say which).",
+            "",
+            "| field | gold | extracted | correct | accuracy | recall | verified precision | accuracy by tier "
+            "| recall of written / derived |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         lines[1:1] = self._agreement_lines()
         for row in self.rows():
@@ -150,7 +163,9 @@ class Evaluation:
             tiers = self.scores[row["field"]].by_tier
             by_tier = ", ".join(f"{tier} {ok / n:.0%} ({n})" for tier, (n, ok) in sorted(tiers.items()) if n) or "—"
             counts = f"| {row['field']} | {row['gold']} | {row['extracted']} | {row['correct']} | "
-            lines.append(counts + " | ".join(shown) + f" | {by_tier} |")
+            origins = self.scores[row["field"]].by_origin
+            by_origin = " / ".join(_recall(origins.get(origin, [0, 0])) for origin in ("written", "derived"))
+            lines.append(counts + " | ".join(shown) + f" | {by_tier} | {by_origin} |")
         return "\n".join(lines) + "\n"
 
     def accuracy_by_agreement(self) -> dict[str, tuple[int, int]]:
@@ -170,6 +185,11 @@ class Evaluation:
         words = {"agreed": "agreed", "disagreed": "disagreed", "only_one": "found by one model only"}
         parts = [f"{words.get(state, state)} {ok / n:.1%} correct ({n})" for state, (n, ok) in totals.items()]
         return ["", "Two extractors, values by agreement: " + "; ".join(parts) + "."]
+
+
+def _recall(counts: list[int]) -> str:
+    n, ok = counts
+    return f"{ok / n:.0%} ({n})" if n else "—"
 
 
 def _percent(value: float | None) -> str:
@@ -280,9 +300,11 @@ def evaluate(
             matched.setdefault(key, None)
         unmatched_extracted += [(group, entry) for number, entry in entries.items() if number not in taken_entry]
 
-    def tally(name: str, field_type: str, extracted: dict | None, expected: Any) -> None:
+    def tally(name: str, field_type: str, extracted: dict | None, expected: Any, derived: bool = False) -> None:
         score = scores.setdefault(name, FieldScore(name))
         score.gold += expected is not None
+        origin = score.by_origin["derived" if derived else "written"]
+        origin[0] += expected is not None
         value = (extracted or {}).get("value")
         if value is None:
             return
@@ -290,6 +312,7 @@ def evaluate(
         exact = field_type == "integer"  # a count is right or wrong: no tolerance
         ok = expected is not None and same(value, expected, 0.0 if exact else tolerance)
         score.correct += ok
+        origin[1] += ok
         counts = score.by_tier[str((extracted or {}).get("tier") or "unknown")]
         counts[0] += 1
         counts[1] += ok
@@ -302,13 +325,13 @@ def evaluate(
     for (document, name), value in singles.items():
         record = records.get(document)
         kind = getattr(template.field_definition(name), "type", "")
-        tally(name, kind, record.fields.get(name) if record else None, value.value)
+        tally(name, kind, record.fields.get(name) if record else None, value.value, value.derived)
     for key, values in gold_entries.items():
         entry, group = matched.get(key), groups[key[1]]
         for name, value in values.items():
             if name != "__entry__":
                 kind = getattr(group.field_definition(name), "type", "")
-                tally(f"{group.name}.{name}", kind, (entry or {}).get(name), value.value)
+                tally(f"{group.name}.{name}", kind, (entry or {}).get(name), value.value, value.derived)
     for group_name, entry in unmatched_extracted:  # an outcome the gold does not have: every value of it is wrong
         group = groups[group_name]
         for item in group.fields:

@@ -510,6 +510,7 @@ def test_the_workbook_a_reviewer_opens(llm_server, run, instance, tmp_path):
         "extractions",
         "fields",
         "outcomes",
+        "studies",
         "approved",
         "review_quality",
         "task_completion",

@@ -227,6 +227,17 @@ def test_atlas_evaluate_reports_exactly_the_injected_errors(llm_server, knowledg
         accuracy = f"{n_correct / n_extracted:.1%}" if n_extracted else "—"
         assert f"| {field} | {n_gold} | {n_extracted} | {n_correct} | {accuracy} | {n_correct / n_gold:.1%} |" in report
 
+    # the corpus's own file as it is (Yun et al.'s rows): the same figures, written and derived values apart
+    rows = [line for line in (CORPUS / "gold" / "outcome_values.jsonl").read_text().splitlines() if line.strip()]
+    raw = tmp_path / "outcome_values.jsonl"
+    wanted = {pmcid.removeprefix("PMC") for pmcid in EVALUATED}
+    raw.write_text("\n".join(line for line in rows if str(json.loads(line)["pmcid"]) in wanted) + "\n")
+    as_is = run_atlas("evaluate", "--gold", str(raw), env=env, cwd=tmp_path)
+    assert as_is.returncode == 0, as_is.stdout + as_is.stderr
+    for field, (n_gold, n_extracted, n_correct) in expected.items():
+        assert f"| {field} | {n_gold} | {n_extracted} | {n_correct} |" in as_is.stdout, field
+    assert "recall of written / derived" in as_is.stdout
+
     # with ATLAS_GOLD set, the evaluation is an asset refreshed with the aggregates
     with_gold = run_atlas("run", env={**env, "ATLAS_GOLD": str(gold_file)}, cwd=tmp_path)
     assert with_gold.returncode in (0, 1), with_gold.stdout + with_gold.stderr
@@ -263,7 +274,7 @@ def test_a_reviewer_adds_an_outcome_the_model_missed_and_deletes_a_wrong_one(llm
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}
     with serve(create_app(run.settings, instance=lambda: instance)) as site:
         page = http_request(f"{site}/documents/{KEY}")[1]
-        assert "outcomes — entry 2" in page and "Add a outcomes entry the model missed" in page
+        assert 'id="entry-outcomes-2"' in page and 'id="entry-outcomes-new"' in page  # the grid: entries, a new row
         added = {
             "outcome": "Fecal losses",
             "mean_intervention": "3.59",
