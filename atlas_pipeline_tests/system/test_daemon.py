@@ -42,9 +42,10 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
             assert daemon.poll() is None, "dagster-daemon exited:\n" + log_path.read_text()[-3000:]
             extraction = latest_metadata(instance, "document_extraction", "lidocaine-trial.pdf")
             completion = latest_metadata(instance, "task_completion")
-            exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()
+            # the exports' materialisation, not their files: the files are written before the step's event is stored
+            exported = latest_metadata(instance, "extraction_exports")
             counted = completion and completion["count_done"].value == 1 and completion["count_skipped"].value == 2
-            if extraction and counted and exported:
+            if extraction and counted and exported and exported["documents"].value == 3:
                 break
             time.sleep(2)
         else:
@@ -62,7 +63,7 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
                 assert b"hashedpasswordvalue" not in path.read_bytes(), path
         sensor_runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "lidocaine-trial.pdf"}))
         assert len(sensor_runs) == 1 and sensor_runs[0].tags.get("dagster/sensor_name") == "knowledge_base_sensor"
-        assert latest_metadata(instance, "extraction_exports")["documents"].value == 3
+        assert exported["documents"].value == 3 and (tmp_path / "exports" / "atlas_documents.xlsx").exists()
 
         # a deleted source reaches the aggregates and the exports with no manual step
         (kb / "lidocaine trial.pdf").unlink()
