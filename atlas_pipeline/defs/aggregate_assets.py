@@ -127,9 +127,7 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     read_at = time.time()
     states, template = document_states(context.instance, atlas.deployment), atlas.deployment.load_template()
     store = atlas.deployment.store()
-    paths = write_exports(
-        atlas.deployment.exports_store(), states, summarise(states), template, lambda study: load_choices(store, study)
-    )
+    paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template, load_choices(store))
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Mapping
 
 import polars as pl
 
@@ -452,7 +452,7 @@ def write_exports(
     states: list[DocumentState],
     completion: TaskCompletion,
     template: Template | None = None,
-    choices_of: Callable[[str], list[StudyChoice]] | None = None,
+    study_choices: Mapping[str, list[StudyChoice]] | None = None,
 ) -> dict[str, str]:
     """Write every export under stable names in ``store``; returns name → location.
 
@@ -462,7 +462,7 @@ def write_exports(
     approved documents only, one typed column per field. ``atlas_review_quality.csv``: how often reviewers kept the
     model's value, per field and tier. The xlsx holds them all (its ``fields`` sheet with decision columns to fill
     in and drop into the review inbox) plus a wide ``extractions`` sheet. ``atlas_studies.*``: per study (the
-    reports of one trial) and field, the value reconciled across its reports (``choices_of``: a study's choices
+    reports of one trial) and field, the value reconciled across its reports (``study_choices``: each study's choices
     between its reports' values).
     """
     secrets = secret_values()
@@ -476,7 +476,7 @@ def write_exports(
         for name, f in groups.items()
     }
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
-    found = studies(states, template, choices_of or (lambda study: [])) if template else []
+    found = studies(states, template, study_choices or {}) if template else []
     study_table = pl.DataFrame(
         [redact_value(r, secrets) for r in studies_frame(found).rows(named=True)], schema=STUDY_SCHEMA
     )

@@ -3,7 +3,7 @@ one row per study × field in ``atlas_studies.*`` — the unit a meta-analysis c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -46,16 +46,15 @@ class Study:
         return {r.key: report_values(r.current_review, template) for r in self.reports}
 
 
-def studies(
-    states: list[DocumentState], template: Template, choices_of: Callable[[str], list[StudyChoice]]
-) -> list[Study]:
-    """Every study of the knowledge base with its reports and reconciled values (reports with several first)."""
+def studies(states: list[DocumentState], template: Template, choices: Mapping[str, list[StudyChoice]]) -> list[Study]:
+    """Every study of the knowledge base with its reports and reconciled values (reports with several first);
+    ``choices``: each study's choices between its reports' values."""
     found: dict[str, Study] = {}
     for state in states:
         study_id = state.study_id or state.key
         found.setdefault(study_id, Study(study_id)).reports.append(state)
     for study in found.values():
-        study.values = reconcile(study.values_by_report(template), choices_of(study.id))
+        study.values = reconcile(study.values_by_report(template), choices.get(study.id, []))
     return sorted(found.values(), key=lambda s: (-len(s.reports), s.id))
 
 

@@ -151,5 +151,10 @@ def choose(
     return choice
 
 
-def load_choices(store: Store, study: str) -> list[StudyChoice]:
-    return [StudyChoice.model_validate(store.read_json(path)) for path in store.files(f"{STUDY_CHOICES}/{study}")]
+def load_choices(store: Store) -> dict[str, list[StudyChoice]]:
+    """Every study's choices, from one listing of the log (not one listing per study)."""
+    choices: dict[str, list[StudyChoice]] = {}
+    for path in store.files(STUDY_CHOICES):
+        choice = StudyChoice.model_validate(store.read_json(path))
+        choices.setdefault(choice.study, []).append(choice)
+    return choices

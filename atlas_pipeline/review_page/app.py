@@ -348,9 +348,20 @@ def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str],
     return number
 
 
-async def add_entry(request: Request) -> Response:
-    """A person adds an entry the model missed (an outcome of the report): one ``correct`` decision per value
-    given, on the next free entry number of the group; all values are checked before any is recorded."""
+@dataclass(frozen=True)
+class _GroupPost:
+    """A POST about one repeating group of one document, from the page itself."""
+
+    page: ReviewPage
+    key: str
+    group: Any  # a TemplateModule
+    form: Any
+    record: ExtractionRecord | None
+    reviewer: str
+
+
+async def _group_post(request: Request) -> _GroupPost | Response:
+    """The post, or the refusal: from another site (403), about an unknown document or group (404)."""
     page: ReviewPage = request.app.state.page
     if not _same_origin(request):
         return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
@@ -363,7 +374,16 @@ async def add_entry(request: Request) -> Response:
         return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
     form = await request.form()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
-    reviewer = page.reviewer(request, form)
+    return _GroupPost(page, key, group, form, record, page.reviewer(request, form))
+
+
+async def add_entry(request: Request) -> Response:
+    """A person adds an entry the model missed (an outcome of the report): one ``correct`` decision per value
+    given, on the next free entry number of the group; all values are checked before any is recorded."""
+    post = await _group_post(request)
+    if isinstance(post, Response):
+        return post
+    page, key, group, form, record, reviewer = post.page, post.key, post.group, post.form, post.record, post.reviewer
     given = {field.name: str(form.get(field.name) or "").strip() for field in group.fields}
     try:
         number = _add_entry(page, key, record, group, given, reviewer, form)
@@ -376,19 +396,10 @@ async def add_entry(request: Request) -> Response:
 async def save_grid(request: Request) -> Response:
     """A repeating group edited as a grid: each changed cell a decision (a new value corrects it, an emptied cell is
     rejected as not reported), the filled new row an added entry; every value checked before any is recorded."""
-    page: ReviewPage = request.app.state.page
-    if not _same_origin(request):
-        return PlainTextResponse("refused: a decision must come from the review page itself", status_code=403)
-    try:
-        key = _key(request)
-    except _NotFound as error:
-        return PlainTextResponse(str(error), status_code=404)
-    group = _group(page, request.path_params["group"])
-    if group is None:
-        return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
-    form = await request.form()
-    record = read_record(page.store, key, "extraction", ExtractionRecord)
-    reviewer = page.reviewer(request, form)
+    post = await _group_post(request)
+    if isinstance(post, Response):
+        return post
+    page, key, group, form, record, reviewer = post.page, post.key, post.group, post.form, post.record, post.reviewer
     edits, new_row = grid_edits(group.name, form)
     definitions = {field.name: field for field in group.fields}
     shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))

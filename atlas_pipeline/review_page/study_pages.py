@@ -19,7 +19,7 @@ from atlas_pipeline.review_page.page_state import ReviewPage
 
 
 def _all(page: ReviewPage) -> list[Study]:
-    return studies(page.states(), page.template(), lambda study: load_choices(page.store, study))
+    return studies(page.states(), page.template(), load_choices(page.store))
 
 
 def study_list(request: Request, templates: Jinja2Templates) -> Response:
