@@ -436,7 +436,8 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.click("#find-button")
         page.click(".find-hit[data-page='2']")  # the first of the pages it is on
         page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '2'")
-        for button in ("#correct", "#reject", "#selected-field"):
+        page.eval_on_selector("#paper-scroll", "pane => { pane.scrollTop = pane.scrollHeight; }")  # read on down
+        for button in ("#correct", "#reject", "#selected-field", "#find-text", "#next-page"):
             box = page.locator(button).bounding_box()
             assert box["y"] >= 0 and box["y"] + box["height"] <= 768, (button, box)
 
