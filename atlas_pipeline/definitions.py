@@ -18,6 +18,7 @@ from atlas_pipeline.defs.sensors import (
     build_review_sensor,
 )
 from atlas_pipeline.defs.source_sensors import build_source_sensors
+from atlas_pipeline.defs.status_assets import document_status
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.ops.event_log import enable_event_batching
 from atlas_pipeline.ops.executors import build_executor
@@ -34,6 +35,7 @@ def build_definitions(settings: AtlasSettings) -> dg.Definitions:
         assets=[
             *build_document_assets(version),
             document_review,
+            document_status,
             *AGGREGATE_ASSETS,
             *([build_evaluation_asset(settings.gold, settings.gold_tolerance)] if settings.gold else []),
         ],

@@ -23,6 +23,7 @@ from atlas_pipeline.extraction.version import ExtractionVersion, extraction_vers
 from atlas_pipeline.knowledge.listing import KnowledgeBase
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.bounded import ParseLimits
+from atlas_pipeline.review.derivations import Derivations
 from atlas_pipeline.store.files import Store
 
 if TYPE_CHECKING:
@@ -241,6 +242,11 @@ class Deployment:
     def accepted_tiers(self) -> frozenset[str]:
         """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""
         return self.settings.accepted_tiers
+
+    def derivations(self) -> Derivations:
+        """What a review derives: the template's rules, and the cautioned conversions the team opted in to
+        (ATLAS_DERIVE_OPT_IN)."""
+        return Derivations(self.load_template(), self.settings.derivations_opted_in)
 
     # the search group
 

@@ -28,7 +28,9 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
+    from atlas_pipeline.outputs.analysis_files import ARMS_STEM, ESCALC_STEMS
     from atlas_pipeline.outputs.exports import FORMATS, export_files
+    from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER
     from atlas_pipeline.review.decisions import decision_marks
     from atlas_pipeline.review.final_values import merged_marks
     from atlas_pipeline.review.workbook_import import import_inbox
@@ -135,7 +137,9 @@ def command_run(args: argparse.Namespace) -> int:
                     "keep `atlas dev` running (the llm_batch_sensor looks every ATLAS_LLM_BATCH_POLL_SECONDS)"
                 )
         if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
-            for report in import_inbox(Store(settings.review_inbox), store, template, settings.reviewer):
+            inbox = Store(settings.review_inbox)
+            policy = (atlas.derivations(), atlas.accepted_tiers())
+            for report in import_inbox(inbox, store, template, settings.reviewer, *policy):
                 print(f"review inbox: {report.summary()}")
 
         def reviews_behind(keys: list[str]) -> list[str]:
@@ -184,6 +188,10 @@ def command_run(args: argparse.Namespace) -> int:
         print(
             f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
         )
+        arms, escalc = export_path(ARMS_STEM, "csv"), export_path(ESCALC_STEMS["dichotomous"], "csv")
+        print(f"  meta-analysis (final values only): {exports.url(arms)} (one row per arm),")
+        print(f"           {exports.url(escalc)} (and _continuous, _generic: R's escalc reads them as they are),")
+        print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome) — docs/analysis.md")
         if settings.llm_second_model:
             agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
             print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")

@@ -268,8 +268,14 @@ class AtlasSettings(BaseSettings):
     )
     review_accept_tiers: str = Field(
         "verified",
-        description="Tiers accepted without a person (comma-separated: verified, not_reported; empty: a person "
-        "decides every field). Flagged fields always need a person.",
+        description="Tiers accepted without a person (comma-separated: verified, not_reported, derived — a value "
+        "derived from accepted ones by a named formula; empty: a person decides every field). Flagged fields always "
+        "need a person.",
+    )
+    derive_opt_in: str = Field(
+        "",
+        description="Conversions the Cochrane Handbook warns against that the team accepts for derived values "
+        "(comma-separated: sd_from_iqr, sd_from_range; empty: they are only flagged).",
     )
     review_interval_seconds: int = Field(
         5, ge=1, le=86_400, description="Seconds between checks for new review decisions and inbox workbooks."
@@ -354,9 +360,11 @@ class AtlasSettings(BaseSettings):
     @classmethod
     def _known_tiers(cls, value: str) -> str:
         tiers = [tier.strip() for tier in value.split(",") if tier.strip()]
-        unknown = [tier for tier in tiers if tier not in ("verified", "not_reported")]
+        unknown = [tier for tier in tiers if tier not in ("verified", "not_reported", "derived")]
         if unknown:
-            raise ValueError(f"unknown tier(s) {', '.join(unknown)}: only verified and not_reported may be accepted")
+            raise ValueError(
+                f"unknown tier(s) {', '.join(unknown)}: only verified, not_reported and derived may be accepted"
+            )
         return ",".join(tiers)
 
     @field_validator("mineru_url", "docling_url", "llm_second_base_url")
@@ -386,6 +394,10 @@ class AtlasSettings(BaseSettings):
     @property
     def accepted_tiers(self) -> frozenset[str]:
         return frozenset(filter(None, self.review_accept_tiers.split(",")))
+
+    @property
+    def derivations_opted_in(self) -> frozenset[str]:
+        return frozenset(name.strip() for name in self.derive_opt_in.split(",") if name.strip())
 
 
 # The settings by group: what each part of a deployment is built from (``atlas_pipeline.deployment`` turns a group
@@ -463,6 +475,7 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "review_session_hours",
             "review_inbox",
             "review_accept_tiers",
+            "derive_opt_in",
             "review_interval_seconds",
             "gold",
             "gold_tolerance",

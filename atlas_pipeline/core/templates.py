@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from atlas_pipeline.core.consistency_rules import ConsistencyCheck, check_fields_exist
+from atlas_pipeline.core.conversions import FORMULAS
 
 RESERVED_SHEETS = frozenset({"documents", "extractions", "fields", "approved", "review_quality", "task_completion"})
 FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]
@@ -67,6 +68,21 @@ class TemplateField(BaseModel):
         return self
 
 
+class DerivationRule(BaseModel):
+    """How a field's value may be derived when the paper does not write it (``review.derived_values``): a named
+    formula (``core.conversions.FORMULAS``) whose inputs are other fields of the same module (of the same entry, in a
+    repeating one) — ``"mean_intervention - mean_comparator"`` names a difference of two — used only when every
+    input is an accepted value, and only when ``when`` holds (``{"effect_measure": ["MD"]}``)."""
+
+    field: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    formula: str
+    inputs: dict[str, str]
+    when: dict[str, list[str]] = Field(default_factory=dict)
+
+    def input_fields(self) -> list[str]:
+        return [name.strip() for spec in self.inputs.values() for name in spec.split(" - ")]
+
+
 class TemplateModule(BaseModel):
     """A group of fields. A repeating module (``repeating: true``) holds a list of entries — one per outcome ×
     comparison × time point, say — each with every field of the module, identified by its ``identity`` fields
@@ -78,9 +94,25 @@ class TemplateModule(BaseModel):
     repeating: bool = False
     identity: list[str] = Field(default_factory=list)
     max_entries: int = Field(30, ge=1, le=500)
+    derivations: list[DerivationRule] = Field(default_factory=list)
 
     def field_definition(self, name: str) -> TemplateField | None:
         return next((field for field in self.fields if field.name == name), None)
+
+    @model_validator(mode="after")
+    def _derivations_name_fields(self) -> TemplateModule:
+        types = {field.name: field.type for field in self.fields}
+        for rule in self.derivations:
+            where = f"module {self.name!r}: derivation of {rule.field!r}"
+            if rule.formula not in FORMULAS:
+                raise ValueError(f"{where}: unknown formula {rule.formula!r} (one of {', '.join(sorted(FORMULAS))})")
+            unknown = [name for name in [rule.field, *rule.input_fields(), *rule.when] if name not in types]
+            if unknown:
+                raise ValueError(f"{where}: {', '.join(unknown)} not among the module's fields")
+            numeric = [name for name in [rule.field, *rule.input_fields()] if types[name] not in ("integer", "number")]
+            if numeric:
+                raise ValueError(f"{where}: {', '.join(numeric)} must be numbers")
+        return self
 
     @model_validator(mode="after")
     def _identity_in_module(self) -> TemplateModule:
@@ -151,7 +183,9 @@ class Template(BaseModel):
 
     @property
     def content_hash(self) -> str:
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        # derivation rules say how to compute a missing value after extraction: not part of what is extracted
+        extracted = self.model_dump(mode="json", exclude={"modules": {"__all__": {"derivations"}}})
+        canonical = json.dumps(extracted, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 

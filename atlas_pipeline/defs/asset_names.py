@@ -8,9 +8,11 @@ DOCUMENT_ASSET_NAMES = (
     "document_tables",
     "document_extraction",
     "document_review",
+    "document_status",
 )
 EXTRACTION_ASSET_NAME = "document_extraction"
 REVIEW_ASSET_NAME = "document_review"
+STATUS_ASSET_NAME = "document_status"  # the outcome as the partition's colour; not read for the document's state
 # over every document
 AGGREGATE_ASSET_NAMES = ("duplicate_groups", "task_completion", "extraction_exports", "search_index")
 # metadata key of the aggregates: when they read the document states (a document landing later is not in them)

@@ -16,6 +16,7 @@ from atlas_pipeline.defs.asset_names import (
     DOCUMENT_ASSET_NAMES,
     EXTRACTION_ASSET_NAME,
     REVIEW_ASSET_NAME,
+    STATUS_ASSET_NAME,
 )
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -25,13 +26,17 @@ from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
 from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.review.derivations import Derivations
 from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
 # what a document's status is read from: the review is merged after it and has its own status (approved or not)
-DOCUMENT_ASSET_KEYS = [dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES if name != REVIEW_ASSET_NAME]
+# (the status only mirrors the outcome for the Dagster UI: its failure is the document's, already in its record)
+DOCUMENT_ASSET_KEYS = [
+    dg.AssetKey(name) for name in DOCUMENT_ASSET_NAMES if name not in (REVIEW_ASSET_NAME, STATUS_ASSET_NAME)
+]
 EXTRACTION_KEY = dg.AssetKey(EXTRACTION_ASSET_NAME)
 
 
@@ -89,7 +94,8 @@ def document_states(
     """Where every known document of ``deployment`` (or just ``only``) stands now (``collect_document_states``)."""
     store = deployment.store()
     version, tiers = deployment.extraction_version(), deployment.accepted_tiers()
-    return collect_document_states(instance, store, load_catalog(store), version, only, tiers)
+    derivations = deployment.derivations()
+    return collect_document_states(instance, store, load_catalog(store), version, only, tiers, derivations)
 
 
 def collect_document_states(
@@ -99,6 +105,7 @@ def collect_document_states(
     version: ExtractionVersion | None = None,
     only: list[str] | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
+    derivations: Derivations | None = None,
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions).
 
@@ -151,7 +158,7 @@ def collect_document_states(
                     f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
                     f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
                 )
-            state.review = current_review(store, state.extraction, state.review, accepted_tiers)
+            state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations)
             review = state.current_review
             if review is not None and review.approved:
                 state.status, state.reason = DocumentStatus.APPROVED, review.summary()

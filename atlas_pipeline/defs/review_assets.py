@@ -31,10 +31,10 @@ def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     if context.dagster_run.job_name == "review_job":
         wait_for_older_runs(context, batch.keys)  # never merge against an extraction that is being rewritten
     store = atlas.deployment.store()
-    accepted = atlas.deployment.accepted_tiers()
+    accepted, derivations = atlas.deployment.accepted_tiers(), atlas.deployment.derivations()
     for key in batch.keys:
         record = read_record(store, key, "extraction", ExtractionRecord)
-        review = review_document(record, load_decisions(store, key, withdrawn=True), accepted)
+        review = review_document(record, load_decisions(store, key, withdrawn=True), accepted, derivations)
         if review is None:
             batch.add_metadata(key, {"status": "no extraction", "review_page": atlas.review_link(key)})
             continue

@@ -138,7 +138,11 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         if settings.review_inbox:
             try:
                 inbox = Store(settings.review_inbox)
-                for report in import_inbox(inbox, store, atlas.deployment.load_template(), settings.reviewer):
+                deployment = atlas.deployment
+                template, derivations = deployment.load_template(), deployment.derivations()
+                for report in import_inbox(
+                    inbox, store, template, settings.reviewer, derivations, deployment.accepted_tiers()
+                ):
                     context.log.info(f"review inbox: {report.summary()}")
             except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
                 context.log.error(f"review inbox {settings.review_inbox}: {type(error).__name__}: {error}")

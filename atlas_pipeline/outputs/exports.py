@@ -14,10 +14,13 @@ from atlas_pipeline.config.redaction import redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
+from atlas_pipeline.outputs.analysis_files import ARMS_SCHEMA, ARMS_STEM, ESCALC_STEMS, arm_rows, escalc_frames
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
+from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER, forest_plots, forest_svg
 from atlas_pipeline.outputs.study_report import STUDIES_STEM, STUDY_SCHEMA, studies, studies_frame
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
+from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.review.study_values import StudyChoice
 from atlas_pipeline.store.files import Store
@@ -200,6 +203,10 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
         review = state.current_review
         for name, field in with_added(record, review):
             final = review.fields.get(name) if review else None
+            if final is not None and final.tier == DERIVED_TIER and field.get("value") is None:
+                # a derived value stands where the model gave none: decided on as the model's would be
+                field = {**field, "value": final.model_value, "quote": final.quote, "tier": DERIVED_TIER}
+                field["note"] = f"derived: {(final.derivation or {}).get('formula', '')}"
             rows.append(
                 {
                     "document_key": state.key,
@@ -441,10 +448,11 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
 
 def export_files() -> list[str]:
     """Every file ``write_exports`` writes, relative to the exports store."""
-    stems = (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM, STUDIES_STEM)
+    stems = (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM, STUDIES_STEM, ARMS_STEM)
     per_row = [export_path(stem, fmt) for stem in stems for fmt in FORMATS[1:]]
     quality, agreement = export_path(QUALITY_STEM, "csv"), export_path(AGREEMENT_STEM, "csv")
-    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement]
+    escalc = [export_path(stem, "csv") for stem in ESCALC_STEMS.values()]
+    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + escalc
 
 
 def write_exports(
@@ -510,6 +518,21 @@ def write_exports(
         written[f"studies_{fmt}"] = store.write_bytes(
             export_path(STUDIES_STEM, fmt), _encode(study_table, fmt, export_path(STUDIES_STEM, "parquet"))
         )
+    arms = arm_rows(states, template) if template else []
+    arms_table = pl.DataFrame([redact_value(r, secrets) for r in arms], schema=ARMS_SCHEMA)
+    for fmt in FORMATS[1:]:
+        written[f"arms_{fmt}"] = store.write_bytes(
+            export_path(ARMS_STEM, fmt), _encode(arms_table, fmt, export_path(ARMS_STEM, "parquet"))
+        )
+    for kind, frame in escalc_frames(arms).items():
+        written[f"escalc_{kind}_csv"] = store.write_bytes(export_path(ESCALC_STEMS[kind], "csv"), _encode(frame, "csv"))
+    plots = forest_plots(arms)
+    for plot in plots:
+        written[f"forest_{plot.slug}"] = store.write_bytes(
+            f"{FOREST_FOLDER}/{plot.slug}.svg", forest_svg(plot).encode()
+        )
+    for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots}:
+        store.delete(stale)  # an outcome no longer in the final values has no plot
     written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))
     agreement = pl.DataFrame(agreement_rows(states, template), schema=AGREEMENT_SCHEMA) if template else None
     agreement = agreement if agreement is not None else pl.DataFrame(schema=AGREEMENT_SCHEMA)

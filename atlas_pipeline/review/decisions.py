@@ -17,7 +17,7 @@ import logging
 import math
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
@@ -225,6 +225,7 @@ def decide(
     reason: str = "",
     scope: EvidenceScope | None = None,
     selected_on: int | None = None,
+    proposed: Mapping[str, Any] | None = None,
 ) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
@@ -235,6 +236,8 @@ def decide(
     again and None is returned. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``:
     what the reviewer did not see (``BLIND_TO``), recorded with the decision. ``scope``: the document's text, to
     grade a correction's quote as a model's would be (``selected_on``: the page its words were selected on).
+    ``proposed``: a value the review proposes where the model gave none (a derived value: ``value``, ``tier``) —
+    the decision is made on it, as on a model's value.
     """
     reason = (reason or "").strip().lower().replace(" ", "_")
     if reason and (action != "reject" or reason not in REJECT_REASONS):
@@ -251,6 +254,8 @@ def decide(
     if action not in ACTIONS:
         raise DecisionRefused(f"unknown decision {action!r}: use approve, correct or reject")
     extracted = record.values().get(field)
+    if proposed is not None and extracted is not None and extracted.get("value") is None:
+        extracted = {**extracted, "value": proposed.get("value"), "tier": proposed.get("tier")}
     if extracted is not None and extracted.get("tier") == NOT_EXTRACTED and action == "approve":
         raise DecisionRefused(
             f"no value was extracted for {field}: enter the value found in the document (correct), or reject it as "

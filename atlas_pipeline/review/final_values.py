@@ -34,6 +34,7 @@ from atlas_pipeline.review.decisions import (
     log_mark,
     same_value,
 )
+from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
 from atlas_pipeline.review.person_quotes import QuoteCheck
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -85,6 +86,9 @@ class FinalField(BaseModel):
     reviewer_values: dict[str, Any] = Field(default_factory=dict)  # reviewer → the value their decision results in
     adjudicated_by: str = ""  # the adjudicator whose decision settled the reviewers' disagreement
     reject_reason: str = ""  # why the value counting now was rejected (``decisions.REJECT_REASONS``)
+    # a value the paper does not write, derived from accepted ones (``review.derived_values``): formula, inputs with
+    # their quotes, arithmetic — or why it could not be (refused: an input not accepted; flagged: a cautioned method)
+    derivation: dict[str, Any] | None = None
 
     @property
     def decided(self) -> bool:
@@ -106,6 +110,7 @@ class DocumentReview(BaseModel):
     disagreements: int = 0
     decision_mark: str = ""  # the decision log merged (``decisions.decision_marks``)
     accepted_tiers: list[str] = Field(default_factory=list)  # the team's policy it was made with
+    derivation_rules: str = ""  # the derivation rules it was made with (``Derivations.fingerprint``)
     reviewed_at: str = ""
 
     @property
@@ -207,10 +212,15 @@ def _same_entry(decision: Decision, fields: dict[str, Any]) -> bool:
 
 
 def review_document(
-    record: ExtractionRecord | None, decisions: list[Decision], accepted_tiers: frozenset[str]
+    record: ExtractionRecord | None,
+    decisions: list[Decision],
+    accepted_tiers: frozenset[str],
+    derivations: Derivations | None = None,
 ) -> DocumentReview | None:
     """The document's review, or None when it has no extraction yet. ``decisions``: its decision log (withdrawals
-    included or not: they are applied here; the review's mark is the mark of the log given)."""
+    included or not: they are applied here; the review's mark is the mark of the log given). ``derivations``: the
+    template's rules for values the paper does not write — a value derived from accepted ones is then proposed in
+    its empty field, with the tier ``derived``, and decided like any model value."""
     if record is None:
         return None
     log, decisions = decisions, counting(decisions)
@@ -255,6 +265,8 @@ def review_document(
             quote_check=latest.quote_check if latest.action == "correct" else None,
             decisions=len(added),
         )
+    if derivations is not None:
+        _propose_derived(fields, extracted, by_field, accepted_tiers, derivations)
     counts = Counter(field.provenance for field in fields.values())
     return DocumentReview(
         key=record.key,
@@ -269,32 +281,69 @@ def review_document(
         disagreements=sum(1 for field in fields.values() if field.disagreement),
         decision_mark=log_mark([decision_file(decision) for decision in log]) if log else "",
         accepted_tiers=sorted(accepted_tiers),
+        derivation_rules=derivations.fingerprint if derivations is not None else "",
         reviewed_at=now_iso(),
     )
 
 
+def _propose_derived(
+    fields: dict[str, FinalField],
+    extracted: dict[str, Any],
+    by_field: dict[str, list[Decision]],
+    accepted_tiers: frozenset[str],
+    derivations: Derivations,
+) -> None:
+    """Each value derivable from the accepted ones, in its empty field, decided like a model value of tier
+    ``derived`` (a decision is made on the value shown: a derivation whose result changes asks for a recheck);
+    a refused or flagged derivation is kept on the field, its value unchanged, saying why."""
+    for derived in derivations.derive(fields):
+        current = fields.get(derived.field)
+        if derived.state != "derived":
+            if current is not None:
+                current.derivation = derived.model_dump()
+            continue
+        proposal = {
+            "value": derived.value,
+            "tier": DERIVED_TIER,
+            "quote": derived.arithmetic,
+            "module": derived.module,
+        }
+        final = review_field(derived.field, proposal, by_field.get(derived.field, []), accepted_tiers, extracted)
+        final.derivation = derived.model_dump()
+        fields[derived.field] = final
+
+
 def applies_to(
-    review: DocumentReview | None, record: ExtractionRecord | None, accepted_tiers: frozenset[str] | None = None
+    review: DocumentReview | None,
+    record: ExtractionRecord | None,
+    accepted_tiers: frozenset[str] | None = None,
+    derivations: Derivations | None = None,
 ) -> bool:
-    """Whether a stored review was made from this very extraction (and with this policy, when given)."""
+    """Whether a stored review was made from this very extraction (and with this policy and these derivation
+    rules, when given)."""
     return (
         review is not None
         and record is not None
         and (review.sha256, review.extraction_version) == (record.sha256, record.extraction_version)
         and (accepted_tiers is None or set(review.accepted_tiers) == set(accepted_tiers))
+        and (derivations is None or review.derivation_rules == derivations.fingerprint)
     )
 
 
 def current_review(
-    store: Store, record: ExtractionRecord | None, stored: DocumentReview | None, accepted_tiers: frozenset[str]
+    store: Store,
+    record: ExtractionRecord | None,
+    stored: DocumentReview | None,
+    accepted_tiers: frozenset[str],
+    derivations: Derivations | None = None,
 ) -> DocumentReview | None:
-    """The stored review when it was made from this extraction with this policy, else one merged now (an
+    """The stored review when it was made from this extraction with this policy and rules, else one merged now (an
     extraction made before reviews existed, a policy changed since): the exports never wait for a run."""
-    if applies_to(stored, record, accepted_tiers):
+    if applies_to(stored, record, accepted_tiers, derivations):
         return stored
-    return (
-        review_document(record, load_decisions(store, record.key, withdrawn=True), accepted_tiers) if record else None
-    )
+    if record is None:
+        return None
+    return review_document(record, load_decisions(store, record.key, withdrawn=True), accepted_tiers, derivations)
 
 
 def merged_marks(store: Store, keys: Iterable[str]) -> dict[str, str]:

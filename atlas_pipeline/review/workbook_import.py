@@ -22,7 +22,9 @@ from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
-from atlas_pipeline.review.decisions import DecisionRefused, decide, stable_id
+from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, stable_id
+from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
+from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import IMPORTS, import_report_path
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -120,9 +122,16 @@ def read_rows(data: bytes) -> list[dict[str, Any]]:
 
 
 def import_workbook(
-    store: Store, data: bytes, name: str, template: Template, default_reviewer: str = ""
+    store: Store,
+    data: bytes,
+    name: str,
+    template: Template,
+    default_reviewer: str = "",
+    derivations: Derivations | None = None,
+    accepted_tiers: frozenset[str] = frozenset({"verified"}),
 ) -> ImportReport:
-    """Apply the decisions of one reviewed workbook and keep its report in the artifact store."""
+    """Apply the decisions of one reviewed workbook and keep its report in the artifact store. ``derivations`` and
+    ``accepted_tiers``: what the review derives (a row of a derived value is decided on the value derived)."""
     report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso())
     try:
         rows = read_rows(data)
@@ -130,6 +139,21 @@ def import_workbook(
         report.error = str(error)
         rows = []
     records: dict[str, ExtractionRecord | None] = {}
+    proposals: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def proposed(record: ExtractionRecord, field: str) -> dict[str, Any] | None:
+        """The derived value the workbook showed in a field the model left empty."""
+        if derivations is None:
+            return None
+        if record.key not in proposals:
+            review = review_document(record, load_decisions(store, record.key), accepted_tiers, derivations)
+            proposals[record.key] = {
+                name: {"value": final.model_value, "tier": DERIVED_TIER}
+                for name, final in (review.fields.items() if review else [])
+                if final.tier == DERIVED_TIER
+            }
+        return proposals[record.key].get(field)
+
     for number, row in enumerate(rows, start=2):
         decision = _text(row.get("decision")).lower()
         if not decision:
@@ -161,6 +185,7 @@ def import_workbook(
                 reason=_text(row.get("reject_reason")),
                 source=f"workbook:{name}",
                 decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
+                proposed=proposed(record, outcome.field),
             )
         except DecisionRefused as refused:
             reason = str(refused)
@@ -192,7 +217,14 @@ def imported_already(store: Store) -> set[str]:
     return {posixpath.basename(path).rsplit("-", 1)[-1].removesuffix(".json") for path in store.files(IMPORTS)}
 
 
-def import_inbox(inbox: Store, store: Store, template: Template, default_reviewer: str = "") -> list[ImportReport]:
+def import_inbox(
+    inbox: Store,
+    store: Store,
+    template: Template,
+    default_reviewer: str = "",
+    derivations: Derivations | None = None,
+    accepted_tiers: frozenset[str] = frozenset({"verified"}),
+) -> list[ImportReport]:
     """Import every workbook in the inbox not imported before (by content): dropping the same file twice, or
     leaving it there, applies it once."""
     done = imported_already(store)
@@ -204,6 +236,6 @@ def import_inbox(inbox: Store, store: Store, template: Template, default_reviewe
         data = inbox.read_bytes(path)
         if sha256_of(data)[:16] in done:
             continue
-        reports.append(import_workbook(store, data, path, template, default_reviewer))
+        reports.append(import_workbook(store, data, path, template, default_reviewer, derivations, accepted_tiers))
         done.add(reports[-1].sha256[:16])
     return reports

@@ -46,12 +46,14 @@ from atlas_pipeline.review.decisions import (
     value_text,
     withdraw,
 )
+from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import grid_edits
 from atlas_pipeline.review.evidence import find_in_document, page_words, render_page
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.person_quotes import document_scope
 from atlas_pipeline.review.progress import ReviewerProgress, reviewer_progress
 from atlas_pipeline.review.workbook_import import import_reports
+from atlas_pipeline.review_page.analysis_page import analysis
 from atlas_pipeline.review_page.document_view import ADDED_FROM, consensus_candidates, document_context
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
 from atlas_pipeline.review_page.sessions import OPEN_PATHS, SESSION_COOKIE
@@ -250,10 +252,11 @@ async def decision(request: Request) -> Response:
             status_code=403,
         )
     template = page.template()
+    record = read_record(page.store, key, "extraction", ExtractionRecord)
     try:
         decide(
             page.store,
-            read_record(page.store, key, "extraction", ExtractionRecord),
+            record,
             field,
             str(form.get("action") or ""),
             reviewer=reviewer,
@@ -270,6 +273,7 @@ async def decision(request: Request) -> Response:
             reason=str(form.get("reason") or ""),
             scope=document_scope(page.store, key) if form.get("quote") else None,
             selected_on=_page_number(form.get("quote_page")),
+            proposed=_derived_proposal(page, record, field),
         )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -282,6 +286,19 @@ async def decision(request: Request) -> Response:
     )
     response.set_cookie(REVIEWER_COOKIE, url_quote(reviewer), httponly=True, samesite="strict")
     return response
+
+
+def _derived_proposal(page: ReviewPage, record: ExtractionRecord | None, field: str) -> dict | None:
+    """The derived value the page shows in a field the model left empty (``review.derivations``), if any."""
+    if record is None or (record.values().get(field) or {}).get("value") is not None:
+        return None
+    review = review_document(
+        record, load_decisions(page.store, record.key), page.deployment.accepted_tiers(), page.deployment.derivations()
+    )
+    final = review.fields.get(field) if review else None
+    if final is None or final.tier != DERIVED_TIER:
+        return None
+    return {"value": final.model_value, "tier": DERIVED_TIER}
 
 
 async def undo(request: Request) -> Response:
@@ -446,7 +463,7 @@ async def reject_entry(request: Request) -> Response:
     form = await request.form()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
     decisions = load_decisions(page.store, key)
-    review = review_document(record, decisions, page.deployment.accepted_tiers())
+    review = review_document(record, decisions, page.deployment.accepted_tiers(), page.deployment.derivations())
     names = [n for n in (review.fields if review else {}) if entry_field_parts(n)[:2] == (group, number)]
     reviewer = page.reviewer(request, form)
     template = page.template()
@@ -547,7 +564,9 @@ async def disagreements(request: Request) -> Response:
         ):
             # decided since the last merge (no daemon running, or not yet): this page shows the decisions as they are
             decisions = load_decisions(page.store, state.key, withdrawn=True)
-            review = review_document(state.extraction, decisions, page.deployment.accepted_tiers())
+            review = review_document(
+                state.extraction, decisions, page.deployment.accepted_tiers(), page.deployment.derivations()
+            )
         disputed = [(name, final) for name, final in (review.fields.items() if review else []) if final.disagreement]
         decisions = load_decisions(page.store, state.key) if disputed else []
         for name, final in disputed:
@@ -660,6 +679,10 @@ async def team(request: Request) -> Response:
     return TEMPLATES.TemplateResponse(request, "team.html", context)
 
 
+async def analysis_view(request: Request) -> Response:
+    return await run_in_threadpool(analysis, request, TEMPLATES)
+
+
 async def studies_page(request: Request) -> Response:
     return await run_in_threadpool(study_list, request, TEMPLATES)
 
@@ -727,6 +750,7 @@ def create_app(
             Route("/login", login, methods=["GET", "POST"]),
             Route("/logout", logout, methods=["POST"]),
             Route("/team", team),
+            Route("/analysis", analysis_view),
             Route("/studies", studies_page),
             Route("/studies/links", study_link, methods=["POST"]),
             Route("/studies/{study}", study_page),

@@ -13,6 +13,7 @@ from atlas_pipeline.review.decisions import (
     Decision,
     load_decisions,
 )
+from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import entry_grid
 from atlas_pipeline.review.evidence import locate_quote, text_evidence
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, review_document
@@ -27,10 +28,11 @@ def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Deci
     return {
         "name": final.field,
         "final": final,
-        "model_value": extracted.get("value"),
+        # a derived value is proposed in a field the model left empty: it is what a decision is made on
+        "model_value": final.model_value if final.tier == DERIVED_TIER else extracted.get("value"),
         "tier": final.tier,
         "quote": final.quote,
-        "note": extracted.get("note") or "",
+        "note": "" if final.tier == DERIVED_TIER else extracted.get("note") or "",
         "flags": final.flags,
         "agreement": extracted.get("agreement") or "",
         # another extractor's value where the two differ (``extraction.dual``): a person may take it as it is
@@ -50,7 +52,9 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
     blind = request.query_params.get("blind", "")
     blind = blind if blind in ("1", "models") else ""  # other reviewers hidden; "models": the models' values too
     seen = [d for d in decisions if d.reviewer == me] if blind else decisions
-    review: DocumentReview | None = review_document(record, seen, page.deployment.accepted_tiers())
+    review: DocumentReview | None = review_document(
+        record, seen, page.deployment.accepted_tiers(), page.deployment.derivations()
+    )
     template = page.template()
     modules: dict[str, dict[str, Any]] = {}
     modules_of = {field.name: module.name for module in template.modules for field in module.fields}
@@ -100,19 +104,22 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
     extracted = record.values().get(view["name"], {}) if record else {}
     final = view["final"]
     quote = view["quote"] or final.corrected_quote  # a person's quote where the model gave none
+    inputs = [i["quote"] for i in (final.derivation or {}).get("inputs", []) if i.get("quote")]
+    if final.tier == DERIVED_TIER and not final.corrected_quote:  # the inputs' quotes, not the arithmetic
+        quote = inputs[0] if inputs else None
     if snapshot and snapshot.snapshot_path and (snapshot.media_type or "").endswith("pdf"):
         hint = extracted.get("page") or (final.quote_check.page if final.quote_check else None)
         unfound = (  # the grader found the model's quote nowhere in the document
             view["quote"] and extracted.get("tier") == "unverified" and extracted.get("start") is None
         ) and extracted.get("table") is None
-        located = locate_quote(store.read_bytes(snapshot.snapshot_path), quote, hint, pieces=not unfound)
-        return {
-            "kind": "pdf",
-            "page": located.page,
-            "pages": located.pages,
-            "rects": located.rects,
-            "match": located.match,
-        }
+        pdf = store.read_bytes(snapshot.snapshot_path)
+        located = locate_quote(pdf, quote, hint, pieces=not unfound)
+        rects = list(located.rects)
+        if final.tier == DERIVED_TIER:  # every input's quote found on the same page lights up too
+            for other in inputs[1:]:
+                also = locate_quote(pdf, other, located.page, pieces=False)
+                rects += also.rects if also.page == located.page and also.match == "whole" else []
+        return {"kind": "pdf", "page": located.page, "pages": located.pages, "rects": rects, "match": located.match}
     text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
     return {
         "kind": "text",

@@ -13,7 +13,7 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import COMPLETION_PATH
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 from atlas_pipeline_tests.support.corpus import copy_into
-from atlas_pipeline_tests.support.helpers import register, run_document
+from atlas_pipeline_tests.support.helpers import document_failed, register, run_document
 
 
 @pytest.fixture
@@ -71,7 +71,8 @@ def test_second_materialisation_is_a_parse_cache_hit(pipeline, instance):
 
 def test_broken_file_ends_failed_with_its_reason_and_others_go_on(pipeline, instance):
     defs, atlas, _ = pipeline
-    assert run_document(defs, instance, "ocrmypdf_invalid.pdf").success  # the document failed, not the pipeline
+    # the document failed, not the pipeline: every step went through but the last, which says so
+    assert document_failed(run_document(defs, instance, "ocrmypdf_invalid.pdf"))
     assert run_document(defs, instance, "plos_one_article.html").success
     broken = read_record(atlas.store(), "ocrmypdf_invalid.pdf", "extraction", ExtractionRecord)
     assert broken.status == "failed"
@@ -96,12 +97,27 @@ def test_broken_file_ends_failed_with_its_reason_and_others_go_on(pipeline, inst
     assert failed.passed is False and failed.severity == dg.AssetCheckSeverity.ERROR
     assert failed.description.startswith("failed: parse: not a readable PDF")
     assert outcomes["plos_one_article.html"].passed is True
+    # the partitions: the broken document red (failed), the good one green (materialised), every earlier asset green
+    keys = ["ocrmypdf_invalid.pdf", "plos_one_article.html"]
+    statuses = instance.get_status_by_partition(dg.AssetKey("document_status"), keys, documents_partitions)
+    assert {key: status.value for key, status in statuses.items()} == {
+        "ocrmypdf_invalid.pdf": "FAILED",
+        "plos_one_article.html": "MATERIALIZED",
+    }
+    for asset in ("document_snapshot", "document_text", "document_extraction", "document_review"):
+        statuses = instance.get_status_by_partition(dg.AssetKey(asset), keys, documents_partitions)
+        assert {status.value for status in statuses.values()} == {"MATERIALIZED"}, asset
+    failure = instance.all_logs(
+        instance.get_latest_planned_materialization_info(dg.AssetKey("document_status"), keys[0]).run_id,
+        of_type=dg.DagsterEventType.STEP_FAILURE,
+    )[0].dagster_event.step_failure_data.error
+    assert "ocrmypdf_invalid.pdf: parse: not a readable PDF" in failure.message
 
 
 def test_aggregates_count_every_document_including_failed_and_never_run(pipeline, instance, tmp_path):
     defs, atlas, _ = pipeline
     assert run_document(defs, instance, "PMC3508963.pdf").success
-    assert run_document(defs, instance, "ocrmypdf_invalid.pdf").success
+    assert document_failed(run_document(defs, instance, "ocrmypdf_invalid.pdf"))
     # a partition whose run fails in Dagster (not a document problem): its catalog entry is gone
     instance.add_dynamic_partitions(documents_partitions.name, ["ghost.pdf"])
     assert not run_document(defs, instance, "ghost.pdf").success
@@ -162,6 +178,7 @@ def test_definitions_have_the_lineage_of_the_design():
     assert parents("document_text") == {"document_snapshot"}
     assert parents("document_tables") == {"document_snapshot"}
     assert parents("document_extraction") == {"document_text", "document_tables"}
+    assert parents("document_status") == {"document_extraction", "document_review"}  # the last step of a document
     assert "document_extraction" in parents("task_completion")
     assert {"document_extraction", "task_completion"} <= parents("extraction_exports")
     sensors = {sensor.name: sensor for sensor in defs.sensors}
@@ -177,7 +194,7 @@ def test_exports_store_rejects_nothing_it_should_not(tmp_path):
 def test_extractions_from_another_template_are_stale_not_mixed(pipeline, instance):
     defs, atlas, _ = pipeline
     assert run_document(defs, instance, "PMC3508963.pdf").success
-    assert run_document(defs, instance, "ocrmypdf_invalid.pdf").success
+    assert document_failed(run_document(defs, instance, "ocrmypdf_invalid.pdf"))
     current = {s.key: s for s in document_states(instance, atlas)}
     assert current["PMC3508963.pdf"].status == "done" and not current["PMC3508963.pdf"].stale
     store = atlas.store()

@@ -20,7 +20,7 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
-from atlas_pipeline_tests.support.helpers import run_atlas
+from atlas_pipeline_tests.support.helpers import document_failed, run_atlas
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
 
 PRICE = load_prices(PROJECT_ROOT / "seeds" / "llm_prices.toml").price_of("gpt-4o-mini")
@@ -119,9 +119,13 @@ def test_the_batch_sensor_submits_polls_and_runs_the_documents_again(
     llm_server.end_batches("complete")
     second = tick()
     assert sorted(request.partition_key for request in second.run_requests) == [KEY, OTHER]
+    ran = {}
     for request in second.run_requests:
         job = defs.resolve_job_def(request.job_name)
-        assert job.execute_in_process(partition_key=request.partition_key, instance=instance).success
+        ran[request.partition_key] = job.execute_in_process(
+            partition_key=request.partition_key, instance=instance, raise_on_error=False
+        )
+    assert ran[KEY].success and document_failed(ran[OTHER])  # the refused one red in the UI
     store = atlas.store()
     juice = read_record(store, KEY, "extraction", ExtractionRecord)
     other = read_record(store, OTHER, "extraction", ExtractionRecord)
@@ -150,6 +154,6 @@ def test_a_batch_that_failed_fails_its_documents_with_the_reason(
     llm_server.end_batches("fail")
     report = client.batch_tick()
     assert report.failed == 1 and report.ready == {OTHER}
-    assert job.execute_in_process(partition_key=OTHER, instance=instance).success
+    assert document_failed(job.execute_in_process(partition_key=OTHER, instance=instance, raise_on_error=False))
     record = read_record(atlas.store(), OTHER, "extraction", ExtractionRecord)
     assert record.status == "failed" and "invalid_file: the input file is invalid" in record.reason

@@ -22,6 +22,9 @@ from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import register
 
 DOCUMENTS = ["html/plos_one_article.html", "rct_jats/PMC1216327.nxml", "awkward/malformed/qpdf_bad1.pdf"]
+# every document materialises these; document_status only the documents that went through (not qpdf_bad1.pdf)
+EVERY = [name for name in DOCUMENT_ASSET_NAMES if name != "document_status"]
+WENT_THROUGH = ["PMC1216327.nxml", "plos_one_article.html"]
 VOLATILE = {"parse_seconds", "processing_seconds", "snapshot", "text", "tables_file", "extraction", "review_page"}
 
 
@@ -90,8 +93,8 @@ def test_batched_writes_store_what_one_at_a_time_writes_store(tmp_path, monkeypa
     assert Path(storage._base_dir) == tmp_path / "batched" / "home" / "history" / "runs"  # Dagster's default place
     assert (tmp_path / "batched" / "home" / "history" / "runs" / "index.db").is_file()
     # the run's plan in one batch, and each asset's materialisations of the three documents in one batch
-    assert max(batches) >= len(DOCUMENT_ASSET_NAMES) * len(keys)
-    assert batches.count(len(keys)) >= len(DOCUMENT_ASSET_NAMES)
+    assert max(batches) >= len(EVERY) * len(keys)
+    assert batches.count(len(keys)) >= len(EVERY)
 
     monkeypatch.setenv(BATCH_SIZE_VARIABLE, "0")  # Dagster's own path: every event written on its own
     batches.clear()
@@ -103,7 +106,8 @@ def test_batched_writes_store_what_one_at_a_time_writes_store(tmp_path, monkeypa
     assert got["document_extraction", "materialised"] == keys
     assert got["document_extraction", "qpdf_bad1.pdf"][0]["status"] == "failed"
     assert all(got[asset, key, "planned"] for asset in DOCUMENT_ASSET_NAMES for key in keys)
-    assert got["events"]["ASSET_MATERIALIZATION"] == len(DOCUMENT_ASSET_NAMES) * len(keys)
+    assert got["events"]["ASSET_MATERIALIZATION"] == len(EVERY) * len(keys) + len(WENT_THROUGH)
+    assert got["document_status", "materialised"] == WENT_THROUGH
 
 
 def test_an_index_write_that_fails_is_retried_event_by_event_without_doubling_the_run_s_events(tmp_path, monkeypatch):
@@ -123,10 +127,12 @@ def test_an_index_write_that_fails_is_retried_event_by_event_without_doubling_th
     instance, keys = _home_run(tmp_path)
     assert failed  # the batches did fail, and were written again one event at a time
     view = _view(instance, keys)
-    assert all(len(view[asset, key]) == 1 for asset in DOCUMENT_ASSET_NAMES for key in keys)  # no duplicate
-    assert view["events"]["ASSET_MATERIALIZATION"] == len(DOCUMENT_ASSET_NAMES) * len(keys)
+    assert all(len(view[asset, key]) == 1 for asset in EVERY for key in keys)  # no duplicate
+    assert [len(view["document_status", key]) for key in keys] == [1 if key in WENT_THROUGH else 0 for key in keys]
+    assert view["events"]["ASSET_MATERIALIZATION"] == len(EVERY) * len(keys) + len(WENT_THROUGH)
     assert view["events"]["ASSET_MATERIALIZATION_PLANNED"] == len(DOCUMENT_ASSET_NAMES) * len(keys)
-    assert all(view[asset, "materialised"] == keys for asset in DOCUMENT_ASSET_NAMES)
+    assert all(view[asset, "materialised"] == keys for asset in EVERY)
+    assert view["document_status", "materialised"] == WENT_THROUGH
 
 
 @dg.asset(partitions_def=documents_partitions)

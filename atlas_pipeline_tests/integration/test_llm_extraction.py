@@ -23,7 +23,7 @@ from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
-from atlas_pipeline_tests.support.helpers import run_atlas
+from atlas_pipeline_tests.support.helpers import document_failed, run_atlas
 from atlas_pipeline_tests.support.juice_trial import API_KEY, CORRECT, KEY, NOT_REPORTED, answer
 
 
@@ -272,7 +272,7 @@ def test_429_then_success_is_retried(llm_server, run):
 def test_persistent_500_ends_failed_with_the_reason(llm_server, run):
     llm_server.script(default={"status": 500, "message": "upstream exploded"})
     result, record = run()
-    assert result.success  # the document failed, the pipeline did not
+    assert document_failed(result)  # the document failed (red in the UI), every step of the pipeline went through
     assert record.status == "failed"
     assert record.reason == "extract: LLM endpoint kept failing: HTTP 500 (gave up after 3 attempts)"
     assert len(llm_server.requests()) == 3 and record.llm_calls == 3  # requests of a failed document count
@@ -364,7 +364,7 @@ def test_an_endpoint_echoing_the_key_leaks_it_nowhere(llm_server, run, instance,
     echo = f"Invalid request for credentials Bearer {API_KEY}"
     llm_server.script({"status": 400, "message": echo})
     result, record = run()
-    assert result.success and record.status == "failed"
+    assert document_failed(result) and record.status == "failed"
     assert record.reason == "extract: LLM request rejected (HTTP 400): Invalid request for credentials Bearer ***"
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     for path in tmp_path.rglob("*"):

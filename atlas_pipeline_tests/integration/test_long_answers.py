@@ -17,6 +17,7 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.corpus import copy_into
+from atlas_pipeline_tests.support.helpers import ran_as_its_document
 from atlas_pipeline_tests.support.juice_trial import API_KEY, CORRECT, DURATION, FECAL, KEY
 
 
@@ -52,8 +53,10 @@ def extract(llm_server, knowledge_base, settings_for, instance, monkeypatch, par
         resource = Deployment.from_settings(settings)
         refresh_catalog(resource.open_knowledge_base(), resource.store())
         job = build_definitions(settings).resolve_job_def("document_job")
-        assert job.execute_in_process(partition_key=KEY, instance=instance).success
-        return read_record(resource.store(), KEY, "extraction", ExtractionRecord)
+        result = job.execute_in_process(partition_key=KEY, instance=instance, raise_on_error=False)
+        record = read_record(resource.store(), KEY, "extraction", ExtractionRecord)
+        assert ran_as_its_document(result, record.status), record.reason
+        return record
 
     return run
 

@@ -15,7 +15,7 @@ from atlas_pipeline.parsing.providers.base import neutral_name
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, read_record
 from atlas_pipeline_tests.servers.processes import provider_site
 from atlas_pipeline_tests.support.corpus import copy_into, corpus_file, parsed_corpus
-from atlas_pipeline_tests.support.helpers import latest_metadata, register, run_document
+from atlas_pipeline_tests.support.helpers import document_failed, latest_metadata, register, run_document
 
 TABLES_PDF = "rct/PMC5777645.pdf"  # 13 pages, 4 ruled tables with captions
 TEXT_PDF = "rct/PMC3508963.pdf"
@@ -143,7 +143,7 @@ def test_mineru_hosted_task_api_uploads_polls_and_fetches_without_leaking_the_to
     provider.control(token="another-token-value-xyz")
     copy_into(knowledge_base, TABLES_PDF)
     register(instance, atlas)
-    assert run_document(defs, instance, "PMC5777645.pdf").success
+    assert document_failed(run_document(defs, instance, "PMC5777645.pdf"))
     refused = extraction_of(atlas, "PMC5777645.pdf")
     assert refused.status == "failed"
     assert refused.reason == "parse: mineru: submit refused: token error: the token is invalid or expired"
@@ -226,8 +226,8 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
         **FAST,
     }
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
-    assert run_document(defs, instance, "PMC5777645.pdf").success
-    assert run_document(defs, instance, "PMC3508963.pdf").success
+    assert document_failed(run_document(defs, instance, "PMC5777645.pdf"))
+    assert document_failed(run_document(defs, instance, "PMC3508963.pdf"))
     failed, hung = extraction_of(atlas, "PMC5777645.pdf"), extraction_of(atlas, "PMC3508963.pdf")
     assert failed.status == "failed" and failed.reason.startswith("parse: docling: task ")
     assert failed.reason.endswith(" failed: no message") or "failed:" in failed.reason
@@ -242,7 +242,7 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
     provider.control(malformed=[failing])
     mineru = {"parser": "mineru", "mineru_url": provider.url, "provider_max_retries": "1", **FAST}
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **mineru)
-    assert run_document(defs, instance, "PMC5777645.pdf").success
+    assert document_failed(run_document(defs, instance, "PMC5777645.pdf"))
     malformed = extraction_of(atlas, "PMC5777645.pdf")
     assert malformed.reason == "parse: mineru: malformed result: neither a content list nor markdown came back"
     # a synchronous parse slower than the document's time: not sent again (MinerU may still be working on it)
@@ -250,7 +250,7 @@ def test_provider_failures_timeouts_and_malformed_results_are_reasons_and_never_
     slow = {**mineru, "provider_max_seconds": "2"}
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **slow)
     sent = len(provider.requests("/file_parse"))
-    assert run_document(defs, instance, "PMC3508963.pdf").success
+    assert document_failed(run_document(defs, instance, "PMC3508963.pdf"))
     timed_out = extraction_of(atlas, "PMC3508963.pdf")
     assert timed_out.reason == "parse: mineru: parse: no answer within 2 s (ATLAS_PROVIDER_MAX_SECONDS)"
     assert timed_out.retryable and len(provider.requests("/file_parse")) == sent + 1
@@ -322,7 +322,7 @@ def test_each_api_turns_a_failed_task_a_timeout_and_a_malformed_answer_into_reas
     options = {**API_OPTIONS[api], **url, "provider_max_seconds": "2", "provider_max_retries": "0", **FAST}
     defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
     for kind, key in behaviours.items():
-        assert run_document(defs, instance, key).success
+        assert document_failed(run_document(defs, instance, key))
         record = extraction_of(atlas, key)
         assert record.status == "failed" and record.reason.startswith("parse: " + EXPECTED[(api, kind)]), record.reason
         if kind == "fail" and api == "mineru-hosted":

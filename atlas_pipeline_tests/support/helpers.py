@@ -42,6 +42,19 @@ def run_document(defs: dg.Definitions, instance: dg.DagsterInstance, key: str):
     )
 
 
+def document_failed(result) -> bool:
+    """A document run that failed because its document did (``document_status`` red in the Dagster UI), every
+    other step having gone through."""
+    failed = {event.step_key for event in result.all_events if event.event_type_value == "STEP_FAILURE"}
+    return not result.success and failed == {"document_status"}
+
+
+def ran_as_its_document(result, status: str) -> bool:
+    """The run went through every step, and failed at ``document_status`` exactly when its document failed."""
+    failed = str(status) == "failed"
+    return (result.success, document_failed(result)) == (not failed, failed)
+
+
 def run_atlas(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     """``atlas <args>`` as a user runs it: the installed script, in ``cwd``, with ``env`` over the environment."""
     return subprocess.run(

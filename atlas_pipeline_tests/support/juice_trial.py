@@ -54,9 +54,15 @@ def answer(**overrides) -> str:
 
 
 # Outcome entries of the juice trial as a model gives them (the template's repeating ``outcomes`` group).
+# what the trial does not write instead of an SD or a count (the inputs of derived values): said not reported
+NOT_WRITTEN = ("se_intervention", "se_comparator", "percent_intervention", "percent_comparator")
+
+
 def entry(**values) -> dict:
-    """One outcome entry as the model answers it: ``name=(value, quote)``; the rest left out."""
-    return {name: {"value": value, "quote": quote} for name, (value, quote) in values.items()}
+    """One outcome entry as the model answers it: ``name=(value, quote)``; the inputs of derivations not reported,
+    the rest left out."""
+    given = {name: {"value": value, "quote": quote} for name, (value, quote) in values.items()}
+    return {**dict.fromkeys(NOT_WRITTEN, NOT_REPORTED), **given}
 
 
 DURATION = entry(

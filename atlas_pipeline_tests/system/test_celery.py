@@ -129,10 +129,17 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
         workers = {who.split("@")[0] for _, _, who, _ in events}
         assert workers == {"worker1", "worker2"}, events
         runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))
-        assert len(runs) == 5 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+        # every run went through; broken.pdf's failed at its last step, document_status (red in the UI)
+        statuses = {run.tags["dagster/partition"]: run.status for run in runs}
+        assert len(runs) == 5 and statuses.pop("broken.pdf") == dg.DagsterRunStatus.FAILURE
+        assert set(statuses.values()) == {dg.DagsterRunStatus.SUCCESS}
         for run in runs:  # each of the run's steps was handed to a Celery worker
             steps = {e.step_key for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)}
-            assert steps == {"document_snapshot", "document_parse", "document_extraction", "document_review"}
+            assert steps == {"document_snapshot", "document_parse", "document_extraction", "document_review"} | {
+                "document_status"
+            }
+            failures = {e.step_key for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)}
+            assert failures == ({"document_status"} if run.tags["dagster/partition"] == "broken.pdf" else set())
             assert steps == {step for run_id, step, _, _ in events if run_id == run.run_id}, events
         # the killed worker's parse came back to the other worker and finished there, after the kill
         again = [who.split("@")[0] for run, step, who, _ in events if run == victim and step == "document_parse"]

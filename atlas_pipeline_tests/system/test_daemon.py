@@ -100,6 +100,7 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
     shutil.copyfile(corpus_file("html/plos_one_article.html"), kb / "plos_one_article.html")
+    shutil.copyfile(corpus_file("awkward/malformed/ocrmypdf_invalid.pdf"), kb / "broken.pdf")
     port, review_port = free_port(), free_port()
     env = {
         "PATH": "/usr/bin:/bin",
@@ -133,6 +134,24 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
             exported = (tmp_path / "exports" / "atlas_documents.xlsx").exists()  # the daemon's sensor ran it
             time.sleep(2)
         assert answered and exported and reviewing, (tmp_path / "dev.log").read_text()[-3000:]
+        # the UI's own API: the broken document red in the partitions of document_status, the good one green
+        query = (
+            '{ assetNodeOrError(assetKey: {path: ["document_status"]}) { ... on AssetNode { assetPartitionStatuses '
+            "{ ... on DefaultPartitionStatuses { materializedPartitions failedPartitions } } } } }"
+        )
+        statuses = {}
+        while time.monotonic() < deadline:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/graphql",
+                data=json.dumps({"query": query}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                statuses = json.loads(response.read())["data"]["assetNodeOrError"]["assetPartitionStatuses"]
+            if statuses["failedPartitions"] and statuses["materializedPartitions"]:
+                break
+            time.sleep(2)
+        assert statuses == {"materializedPartitions": ["plos_one_article.html"], "failedPartitions": ["broken.pdf"]}
         # DNS rebinding: a foreign name resolving to 127.0.0.1, its page posting GraphQL with its own Origin
         query = json.dumps({"query": "{ version }"}).encode()
         for host, expected in (("rebind.example", 400), (f"attacker.test:{port}", 400), (f"localhost:{port}", 200)):

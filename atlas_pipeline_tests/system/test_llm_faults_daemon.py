@@ -85,7 +85,11 @@ def test_llm_faults_end_failed_with_reasons_never_stuck(tmp_path):
                 time.sleep(1)
             runs = instance.get_runs(dg.RunsFilter(job_name="document_job"))
             assert len(runs) == len(PHASES)  # one run per document: nothing loops
-            assert {run.status for run in runs} == {dg.DagsterRunStatus.SUCCESS}  # the document failed, not the run
+            # the document failed, not the pipeline: each run's only failed step is document_status (red in the UI)
+            assert {run.status for run in runs} == {dg.DagsterRunStatus.FAILURE}
+            for run in runs:
+                failed = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+                assert {entry.step_key for entry in failed} == {"document_status"}
 
         # the endpoint is back: re-running a failed document (UI "materialize" / atlas run --only) extracts it
         with scripted_openai_server(tmp_path, port=port) as back:

@@ -28,6 +28,7 @@ from atlas_pipeline_tests.servers.processes import (
     wait_for_http,
     watched_folder_env,
 )
+from atlas_pipeline_tests.support.browser import browser_page, shoot
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import BIN, latest_metadata
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
@@ -57,29 +58,6 @@ def review_server(env: dict[str, str], port: int, folder: Path):
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process)
-
-
-@contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 900):
-    from playwright.sync_api import sync_playwright
-
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("chromium is not installed: `make test` installs it (scripts/install_system_deps.sh --tests)")
-    args = ["--no-sandbox"] if os.geteuid() == 0 else []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
-        try:
-            yield browser.new_page(viewport={"width": width, "height": height})
-        finally:
-            browser.close()
-
-
-def _shoot(page, name: str) -> None:
-    folder = os.environ.get("ATLAS_TEST_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / name), full_page=False)
 
 
 def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
@@ -115,7 +93,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         page.click('header form[action="/reviewer"] button')
         row = page.locator(f'tr[data-key="{KEY}"]')
         assert row.locator("[data-status]").inner_text() == "done"
-        _shoot(page, "review-documents.png")
+        shoot(page, "review-documents.png")
 
         row.locator("a").click()
         page.click("#field-p_value a >> nth=0")  # choose a field: its evidence on the PDF page
@@ -127,7 +105,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         assert image_width and image_width > 500  # the page was rendered from the snapshot
         box, picture = highlights.first.bounding_box(), page.locator("#page img").bounding_box()
         assert picture["y"] <= box["y"] <= picture["y"] + picture["height"]
-        _shoot(page, "review-evidence.png")
+        shoot(page, "review-evidence.png")
 
         page.click("#approve")
         page.wait_for_selector("text=approve recorded for p_value by Ana Reviewer")
@@ -153,7 +131,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         page.click("#field-n_control a >> nth=0")
         audit = page.inner_text("#audit")
         assert "Ana Reviewer" in audit and "correct → 29" in audit
-        _shoot(page, "review-decided.png")
+        shoot(page, "review-decided.png")
 
         # the review sensor merges the decisions; the automation sensor refreshes completion and exports
         def exported():
@@ -200,7 +178,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         page.wait_for_selector("table.hits")
         hit = page.locator(f'table.hits a[href="/documents/{KEY}"]')
         assert hit.count() == 1 and page.locator("table.hits mark").count() >= 1
-        _shoot(page, "review-search.png")
+        shoot(page, "review-search.png")
         hit.click()
         assert page.inner_text("#selected-field")
 
@@ -275,7 +253,7 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             assert (
                 "29" in candidate.inner_text() and "30 were given colored and flavored water" in candidate.inner_text()
             )
-            _shoot(page, "review-two-extractors.png")
+            shoot(page, "review-two-extractors.png")
             asked: list[str] = []
 
             def decline(dialog) -> None:
@@ -334,7 +312,7 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             shown = row.inner_text()
             assert "model A: 0.006" in shown and "Ben: 0.06 (blind to models and reviewers)" in shown
             assert "Cara: 0.006 (blind to reviewers)" in shown
-            _shoot(page, "review-consensus.png")
+            shoot(page, "review-consensus.png")
             row.locator('button[data-who="model A"]').click()
             page.wait_for_selector("text=approve recorded for p_value by Dan Adjudicator")
             page.goto(f"{site}/disagreements")
@@ -422,7 +400,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         assert "p. 4" in page.inner_text("#find-results") and page.locator("#page .found").count() >= 1
         _drag_across(page, "Age", "4.00")
         assert page.inner_text("#selected-text") == "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"
-        _shoot(page, "review-by-hand.png")
+        shoot(page, "review-by-hand.png")
         page.click("#use-selection")
         assert page.input_value("#quote-page") == "4"
         page.fill("#correct-value", "11.09")
@@ -461,7 +439,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.click("#save-grid-outcomes")
         page.wait_for_selector("text=outcomes grid: 1 cell(s) changed by Ana Lima")
         page.locator("#grid-outcomes").scroll_into_view_if_needed()
-        _shoot(page, "review-grid.png")
+        shoot(page, "review-grid.png")
 
         # a rejection with its reason, then undone
         page.goto(f"{site}/documents/{KEY}?field=funding_source")

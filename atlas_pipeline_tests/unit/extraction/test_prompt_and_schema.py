@@ -50,6 +50,7 @@ def test_a_repeating_module_needs_an_identity_and_unique_names(template):
         Template.model_validate(data)
     data = template.model_dump()
     data["modules"][-1]["fields"][-1]["name"] = "study_id"
+    data["modules"][-1]["derivations"] = []  # (they name the field renamed here)
     with pytest.raises(ValueError, match="unique across modules: study_id"):
         Template.model_validate(data)
     assert "(a list: one entry per outcome × time_point × intervention × comparator" in field_guide(template)

@@ -1,0 +1,27 @@
+"""The review page's analysis: a forest plot per outcome and measure from the final values (``outputs.forest_plots``),
+each study's row linking to the evidence of its numbers — the study that stands apart is the one to check first."""
+
+from __future__ import annotations
+
+from urllib.parse import quote as url_quote
+
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from atlas_pipeline.outputs.analysis_files import arm_rows
+from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg
+from atlas_pipeline.review_page.page_state import ReviewPage
+
+
+def _evidence(effect: Effect) -> str:
+    return f"/documents/{url_quote(effect.document_key)}?field={url_quote(effect.evidence_field)}"
+
+
+def analysis(request: Request, templates: Jinja2Templates) -> Response:
+    page: ReviewPage = request.app.state.page
+    arms = arm_rows(page.states(), page.template())
+    plots = [(plot, Markup(forest_svg(plot, link=_evidence))) for plot in forest_plots(arms)]
+    context = {"plots": plots, "arms": len(arms), "reviewer": page.reviewer(request)}
+    return templates.TemplateResponse(request, "analysis.html", context)
