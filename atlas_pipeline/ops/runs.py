@@ -19,6 +19,9 @@ from collections.abc import Iterator
 from atlas_pipeline.config.settings import load_settings
 
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+# a document run says nothing on the console: its outcome is printed per document with the reason (a failed document's
+# document_status step, or a fault, with its root cause); the full error stays in the run's event log
+DOCUMENT_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 PID_TAG, HOST_TAG = "atlas/pid", "atlas/host"
 INTERRUPTED_ERRORS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
 
@@ -84,14 +87,14 @@ def _run_batch(keys: list[str], defs=None, instance=None) -> list[tuple[str, boo
     began = time.perf_counter()
     if len(keys) == 1:
         result = defs.resolve_job_def("document_job").execute_in_process(
-            partition_key=keys[0], instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags
+            partition_key=keys[0], instance=instance, raise_on_error=False, run_config=DOCUMENT_RUN_CONFIG, tags=tags
         )
         if was_interrupted(result):
             raise RunStopped(keys[0])
         return [(keys[0], went_through(result), time.perf_counter() - began)]
     tags |= {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
     job = defs.resolve_job_def("document_batch_job")  # a partition range: the checks are logged per document
-    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags=tags)
+    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=DOCUMENT_RUN_CONFIG, tags=tags)
     if was_interrupted(result):
         raise RunStopped(keys[0])
     if not went_through(result):

@@ -30,6 +30,8 @@ def test_run_then_status(tmp_path, knowledge_base):
     assert "PMC3508963_user_password_aes256.pdf: skipped: parse: encrypted, needs a password" in out
     assert "qpdf_bad1.pdf: failed: snapshot: not a PDF (no %PDF- header)" in out
     assert "3 documents: 3 finished, 0 open" in out
+    # the failed document's run fails at document_status (red in the UI) without a stack trace on the console
+    assert "Stack Trace" not in out + result.stderr and "STEP_FAILURE" not in out + result.stderr
     for fmt in ("xlsx", "csv", "parquet", "jsonl"):
         assert str(tmp_path / "exports" / f"atlas_documents.{fmt}") in out
     frame = pl.read_parquet(tmp_path / "exports" / "atlas_documents.parquet")
