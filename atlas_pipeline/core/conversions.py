@@ -148,17 +148,19 @@ def sd_from_se_of_difference(se: float, n1: float, n2: float) -> Conversion:
     )
 
 
+def _sd_from_difference(
+    formula: str, inputs: dict[str, float], se: float, said: str, n1: float, n2: float
+) -> Conversion:
+    """The within-group SD once the SE of the mean difference is known (``said``: how it was found)."""
+    then = sd_from_se_of_difference(se, n1, n2)
+    return Conversion(formula, then.value, inputs, f"{said}; {then.arithmetic}", "Cochrane Handbook 6.5.2.3")
+
+
 def sd_from_ci_of_difference(lower: float, upper: float, n1: float, n2: float, level: float = 0.95) -> Conversion:
     """The within-group SD from the CI of a mean difference: its SE from the CI, then SD = SE / √(1/n1 + 1/n2)."""
     se = se_of_difference_from_ci(lower, upper, n1, n2, level)
-    then = sd_from_se_of_difference(se.value, n1, n2)
-    return Conversion(
-        "sd_from_ci_of_difference",
-        then.value,
-        {"lower": lower, "upper": upper, "n1": n1, "n2": n2},
-        f"{se.arithmetic}; {then.arithmetic}",
-        "Cochrane Handbook 6.5.2.3",
-    )
+    inputs = {"lower": lower, "upper": upper, "n1": n1, "n2": n2}
+    return _sd_from_difference("sd_from_ci_of_difference", inputs, se.value, se.arithmetic, n1, n2)
 
 
 def sd_from_t(t: float, difference: float, n1: float, n2: float) -> Conversion:
@@ -166,27 +168,16 @@ def sd_from_t(t: float, difference: float, n1: float, n2: float) -> Conversion:
     if t == 0:
         raise ConversionError("a t of 0 gives no standard error")
     se = abs(difference) / abs(t)
-    then = sd_from_se_of_difference(se, n1, n2)
-    return Conversion(
-        "sd_from_t",
-        then.value,
-        {"t": t, "difference": difference, "n1": n1, "n2": n2},
-        f"SE = |MD| / |t| = {_g(abs(difference))} / {_g(abs(t))} = {_g(se)}; {then.arithmetic}",
-        "Cochrane Handbook 6.5.2.3",
-    )
+    said = f"SE = |MD| / |t| = {_g(abs(difference))} / {_g(abs(t))} = {_g(se)}"
+    inputs = {"t": t, "difference": difference, "n1": n1, "n2": n2}
+    return _sd_from_difference("sd_from_t", inputs, se, said, n1, n2)
 
 
 def sd_from_p(p: float, difference: float, n1: float, n2: float) -> Conversion:
     """The within-group SD from an exact p of a t test: the SE from p, then SD = SE / √(1/n1 + 1/n2)."""
     se = se_of_difference_from_p(difference, p, n1, n2)
-    then = sd_from_se_of_difference(se.value, n1, n2)
-    return Conversion(
-        "sd_from_p",
-        then.value,
-        {"p": p, "difference": difference, "n1": n1, "n2": n2},
-        f"{se.arithmetic}; {then.arithmetic}",
-        "Cochrane Handbook 6.5.2.3",
-    )
+    inputs = {"p": p, "difference": difference, "n1": n1, "n2": n2}
+    return _sd_from_difference("sd_from_p", inputs, se.value, se.arithmetic, n1, n2)
 
 
 def events_from_percentage(percentage: float, n: float) -> Conversion:
