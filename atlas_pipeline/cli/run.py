@@ -31,6 +31,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.outputs.analysis_files import ARMS_STEM, ESCALC_STEMS
     from atlas_pipeline.outputs.exports import FORMATS, export_files
     from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER
+    from atlas_pipeline.outputs.revman_files import REVMAN_STEMS
     from atlas_pipeline.review.decisions import decision_marks
     from atlas_pipeline.review.final_values import merged_marks
     from atlas_pipeline.review.workbook_import import import_inbox
@@ -191,7 +192,10 @@ def command_run(args: argparse.Namespace) -> int:
         arms, escalc = export_path(ARMS_STEM, "csv"), export_path(ESCALC_STEMS["dichotomous"], "csv")
         print(f"  meta-analysis (final values only): {exports.url(arms)} (one row per arm),")
         print(f"           {exports.url(escalc)} (and _continuous, _generic: R's escalc reads them as they are),")
-        print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome) — docs/analysis.md")
+        print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome),")
+        revman = exports.url(export_path(REVMAN_STEMS["study_information"], "csv"))
+        print(f"           {revman} (and _study_arms, _study_results, _risk_of_bias: RevMan Web's import)")
+        print("           — docs/analysis.md")
         if settings.llm_second_model:
             agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
             print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")

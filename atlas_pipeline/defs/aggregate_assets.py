@@ -121,7 +121,8 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     kinds={"xlsx", "csv", "parquet"},
     description="xlsx / csv / parquet / jsonl exports at stable paths: one row per document, one per field (final "
     "value and provenance beside the model's value, quote, tier and evidence location), approved values only (one "
-    "typed column per field), and what the decisions teach.",
+    "typed column per field), what the decisions teach, and the meta-analysis files from final values: the arm "
+    "table, metafor's escalc input, RevMan Web's study-centric import and a forest plot per outcome.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
     read_at = time.time()

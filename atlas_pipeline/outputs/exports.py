@@ -10,13 +10,14 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from atlas_pipeline.config.redaction import redact_value, secret_values
+from atlas_pipeline.config.redaction import redact, redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.analysis_files import ARMS_SCHEMA, ARMS_STEM, ESCALC_STEMS, arm_rows, escalc_frames
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER, forest_plots, forest_svg
+from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
 from atlas_pipeline.outputs.study_report import STUDIES_STEM, STUDY_SCHEMA, studies, studies_frame
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
@@ -451,8 +452,8 @@ def export_files() -> list[str]:
     stems = (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM, STUDIES_STEM, ARMS_STEM)
     per_row = [export_path(stem, fmt) for stem in stems for fmt in FORMATS[1:]]
     quality, agreement = export_path(QUALITY_STEM, "csv"), export_path(AGREEMENT_STEM, "csv")
-    escalc = [export_path(stem, "csv") for stem in ESCALC_STEMS.values()]
-    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + escalc
+    analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values())]
+    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + analysis
 
 
 def write_exports(
@@ -471,7 +472,9 @@ def write_exports(
     model's value, per field and tier. The xlsx holds them all (its ``fields`` sheet with decision columns to fill
     in and drop into the review inbox) plus a wide ``extractions`` sheet. ``atlas_studies.*``: per study (the
     reports of one trial) and field, the value reconciled across its reports (``study_choices``: each study's choices
-    between its reports' values).
+    between its reports' values). ``atlas_arms.*``, ``atlas_escalc_*.csv`` and ``forest_plots/``: the
+    meta-analysis files (``outputs.analysis_files``); ``atlas_revman_*.csv``: RevMan Web's study-centric import
+    (``outputs.revman_files``).
     """
     secrets = secret_values()
     documents, fields = documents_frame(states), fields_frame(states)
@@ -531,6 +534,10 @@ def write_exports(
         written[f"forest_{plot.slug}"] = store.write_bytes(
             f"{FOREST_FOLDER}/{plot.slug}.svg", forest_svg(plot).encode()
         )
+    if template is not None:
+        for stem, content in revman_files(found, template, arms).items():
+            content = redact(content.decode(), secrets=secrets).encode()
+            written[stem.removeprefix("atlas_")] = store.write_bytes(export_path(stem, "csv"), content)
     for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots}:
         store.delete(stale)  # an outcome no longer in the final values has no plot
     written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))

@@ -60,6 +60,12 @@ _FORMULA_START = r"^[=+\-@\t\r]"  # what a spreadsheet reads as the start of a f
 _PLAIN_NUMBER = r"^[+-]?(?:\d+(?:[.,]\d+)*|\.\d+)(?:[eE][+-]?\d+)?%?$"
 
 
+def neutralise_text(text: str) -> str:
+    """One text cell as :func:`neutralise_formulas` writes it (for CSVs written without polars)."""
+    formula = re.match(_FORMULA_START, text) and not re.match(_PLAIN_NUMBER, text)
+    return "'" + text if formula else text
+
+
 def neutralise_formulas(frame: pl.DataFrame) -> pl.DataFrame:
     """Text cells that a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a
     carriage return) get a leading ``'`` so they open as text, as OWASP recommends for CSV; numbers written as text

@@ -6,9 +6,12 @@ accepted, and writes metafor's escalc file — which R reads and fits a random-e
 computed from the corpus gold."""
 
 import csv
+import io
 import json
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -47,8 +50,12 @@ def _entry(outcome, intervention_pct, comparator_pct, total_comparator_quote=SIZ
     }
 
 
+CONCEALED = "We then randomized patients by concealed allocation based on a random number generator"
+NOT_BLINDED = "The research assistant was not blinded to the patient's study group."
 ANSWER = {
     "study_id": _given("DeWalt 2006", "DeWalt"),
+    "rob_allocation": _given("low", CONCEALED),
+    "rob_blinding": _given("high", NOT_BLINDED),
     "outcomes": [
         _entry(
             ("Hospitalization or death", "Hospitalization or death"),
@@ -262,3 +269,100 @@ def test_the_forest_plot_in_the_browser_links_each_study_to_its_derived_evidence
 
 def test_r_is_installed_by_the_test_set_up():
     assert shutil.which("Rscript"), "scripts/install_system_deps.sh --tests installs r-base-core and r-cran-metafor"
+
+
+LAYOUT = Path(__file__).parents[1] / "support" / "revman_layout"
+
+
+def _revman(exports, name: str) -> tuple[bytes, list[dict]]:
+    raw = (exports / f"atlas_revman_{name}.csv").read_bytes()
+    return raw, list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
+
+
+def _header(raw: bytes) -> bytes:
+    return raw.split(b"\r\n", 1)[0]
+
+
+def test_revman_web_import_files_have_revmans_layout_and_the_final_values(derived_run):
+    _, exports = derived_run
+    # study information: the very header RevMan writes in its own data package (BOM, CRLF, column names)
+    raw, info = _revman(exports, "study_information")
+    assert _header(raw) == _header((LAYOUT / "study-information.csv").read_bytes())
+    assert raw.startswith(b"\xef\xbb\xbf") and raw.endswith(b"\r\n") and b"\n" not in raw.replace(b"\r\n", b"")
+    (study,) = info
+    assert (study["Study"], study["Year"], study["Data source"]) == ("DeWalt 2006", "2006", "PUB")
+    assert study["Char: Interventions"] == "self-management program; usual care"
+    assert "Hospitalization or death (12 months)" in study["Char: Outcomes"]
+    assert "ISRCTN11535170" in study["Char: Notes"] and KEY in study["Char: Notes"]  # back to Atlas's study
+
+    raw, arms = _revman(exports, "study_arms")
+    assert _header(raw) == _header((LAYOUT / "study-arms.csv").read_bytes())
+    assert [(a["Study"], a["Arm"], a["Intervention"]) for a in arms] == [
+        ("DeWalt 2006", "self-management program", "self-management program"),
+        ("DeWalt 2006", "usual care", "usual care"),
+    ]
+
+    raw, results = _revman(exports, "study_results")
+    assert _header(raw) == _header((LAYOUT / "study-results.csv").read_bytes())
+    rows = {(r["Outcome"], r["Arm"]): r for r in results}
+    hospital = rows["Hospitalization or death (12 months)", "self-management program"]
+    assert (hospital["Data type"], hospital["Sample size"], hospital["Cases"]) == ("Dichotomous", "59", "25")
+    # the derived count says how it was derived, the group size where it is written
+    assert (
+        "events derived: events = round(% × n / 100) = round(42 × 59 / 100) = round(24.78) = 25"
+        in (hospital["Footnotes"])
+    )
+    assert f'n "{SIZES}' in hospital["Footnotes"] and KEY in hospital["Footnotes"]
+    control = rows["Hospitalization or death (12 months)", "usual care"]
+    assert (control["Sample size"], control["Cases"]) == ("64", "39")
+    # the same numbers as the escalc file R fits: RevMan and metafor analyse the same final values
+    with (exports / "atlas_escalc_dichotomous.csv").open() as handle:
+        escalc = {row["outcome"]: row for row in csv.DictReader(handle)}
+    cardiac = escalc["Cardiac hospitalization"]
+    assert rows["Cardiac hospitalization (12 months)", "self-management program"]["Cases"] == cardiac["ai"]
+    assert rows["Cardiac hospitalization (12 months)", "usual care"]["Cases"] == cardiac["ci"]
+    # never from an unaccepted input: entry 3's control group awaits a person, so only its intervention arm is there
+    end_of_study = [r["Arm"] for r in results if r["Outcome"] == "Cardiac hospitalization (end of study)"]
+    assert end_of_study == ["self-management program"]
+
+    raw, rob = _revman(exports, "risk_of_bias")
+    header = _header(raw).decode("utf-8-sig").split(",")
+    reference = _header((LAYOUT / "risk-of-bias.csv").read_bytes()).decode("utf-8-sig").split(",")
+    assert header[0] == reference[0] == "Study"
+    # RevMan's pairs: "Domain (judgement): D" then "Domain (support): D", one pair per domain
+    pattern = re.compile(r"^Domain \((judgement|support)\): (.+)$")
+    for columns in (header[1:], reference[1:]):
+        pairs = [pattern.match(column).groups() for column in columns]
+        assert [kind for kind, _ in pairs] == ["judgement", "support"] * (len(pairs) // 2)
+        assert all(pairs[i][1] == pairs[i + 1][1] for i in range(0, len(pairs), 2))
+    assert "Domain (judgement): Random sequence generation (selection bias)" in header
+    (judged,) = rob
+    # a risk-of-bias judgement is a person's to confirm (never verified by its quote): none is written yet
+    assert set(judged.values()) == {"DeWalt 2006", ""}
+
+
+def test_risk_of_bias_judgements_reach_revman_once_a_person_confirms_them(
+    llm_server, knowledge_base, settings_for, instance, monkeypatch, tmp_path
+):
+    from atlas_pipeline.review.decisions import decide
+
+    atlas, exports, defs = _run(
+        llm_server, knowledge_base, settings_for, instance, monkeypatch, tmp_path, "verified,derived"
+    )
+    record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
+    for field in ("rob_allocation", "rob_blinding"):
+        shown = (record.sha256, record.extraction_version)
+        decide(atlas.store(), record, field, "approve", reviewer="ana", shown=shown)
+    assert defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
+    assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    _, (judged,) = _revman(exports, "risk_of_bias")
+    allocation, blinding = (
+        "Allocation concealment (selection bias)",
+        "Blinding of participants and personnel (performance bias)",
+    )
+    assert judged[f"Domain (judgement): {allocation}"] == "Low risk"
+    assert judged[f"Domain (support): {allocation}"].startswith('"We then randomized patients by concealed allocation')
+    assert judged[f"Domain (support): {allocation}"].endswith(f"({KEY})")
+    assert judged[f"Domain (judgement): {blinding}"] == "High risk"
+    assert NOT_BLINDED in judged[f"Domain (support): {blinding}"]
+    assert judged["Domain (judgement): Incomplete outcome data (attrition bias)"] == ""  # not assessed

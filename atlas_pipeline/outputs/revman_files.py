@@ -1,0 +1,372 @@
+"""RevMan Web's study-centric import: four CSV files, one row per study, arm, result and study, from final values.
+
+RevMan Web (Cochrane's review software) imports study data as four CSVs — *study information*, *study arms*,
+*study results* and *risk of bias* — the files Covidence exports and RevMan's own data package holds. They are
+written in RevMan's layout: UTF-8 with a byte-order mark, CRLF line ends, and RevMan's column names —
+
+- ``atlas_revman_study_information.csv``: ``Study, Year, Data source, Char: Methods, Char: Participants,
+  Char: Interventions, Char: Outcomes, Char: Notes`` (one row per study; RevMan's default characteristics);
+- ``atlas_revman_study_arms.csv``: ``Study, Arm, Description, Intervention`` (one row per arm a study reports);
+- ``atlas_revman_study_results.csv``: one row per arm for arm-level data (``Sample size`` and ``Cases`` for a
+  dichotomous outcome, ``Mean``, ``SD`` and ``Sample size`` for a continuous one) and one row per comparison for
+  contrast-level data (``Arm`` against ``Reference arm``; a ratio's estimate and 95% CI in ``Exp mean``,
+  ``Exp CI start``, ``Exp CI end``, a difference's in ``Mean``, ``CI start``, ``CI end``);
+- ``atlas_revman_risk_of_bias.csv``: ``Study`` then ``Domain (judgement): D`` and ``Domain (support): D`` per
+  domain (Risk of Bias 1: one row per study), the support being the quote the judgement rests on.
+
+Only final values are written (``outputs.analysis_files``: accepted by the team's policy, decided by a person, or
+derived from such values and accepted in turn); the ``Footnotes`` of a result row say where each number came from —
+the document, the quote's start, or a derivation's arithmetic — so that a reviewer in RevMan can check it. A study is
+named as Cochrane names it (first author and year: the template's ``study_id`` when accepted, else the parsed
+authors and year, else Atlas's study id), and a study with several reports is one study here (``outputs.study_report``).
+
+RevMan matches ``Intervention`` and ``Outcome`` to the review's criteria by name: the review must define the
+interventions and outcomes the files name (or the files be edited to the review's names) before the import.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from atlas_pipeline.core.templates import Template
+from atlas_pipeline.outputs.analysis_files import RATIOS
+from atlas_pipeline.outputs.study_report import Study
+from atlas_pipeline.outputs.workbook import neutralise_text
+
+REVMAN_STEMS = {
+    "study_information": "atlas_revman_study_information",
+    "study_arms": "atlas_revman_study_arms",
+    "study_results": "atlas_revman_study_results",
+    "risk_of_bias": "atlas_revman_risk_of_bias",
+}
+CHARACTERISTICS = ("Methods", "Participants", "Interventions", "Outcomes", "Notes")
+STUDY_INFORMATION_COLUMNS = ("Study", "Year", "Data source", *(f"Char: {name}" for name in CHARACTERISTICS))
+STUDY_ARMS_COLUMNS = ("Study", "Arm", "Description", "Intervention")
+STUDY_RESULTS_COLUMNS = (
+    *("Study", "Outcome", "Data type", "Effect measure", "Arm", "Reference arm"),
+    *("Sample size", "Cases", "Mean", "SD", "SE", "Variance", "CI level", "CI start", "CI end"),
+    *("Exp mean", "Exp CI start", "Exp CI end", "t-test", "z-test", "P value"),
+    *("Covariance method", "Covariance", "Other arm 1", "Other arm 2", "Correlation arm 1", "Correlation arm 2"),
+    *("Correlation", "Other mean", "Other SE", "Other variance", "Other CI level", "Other CI start", "Other CI end"),
+    *("Other exp mean", "Other exp CI start", "Other exp CI end", "Other t-test", "Other z-test", "Other P value"),
+    "Footnotes",
+)
+DATA_SOURCE = "PUB"  # RevMan's code for published data: every value comes from a report
+EFFECT_MEASURES = {
+    "RR": "Risk Ratio",
+    "OR": "Odds Ratio",
+    "HR": "Hazard Ratio",
+    "RD": "Risk Difference",
+    "MD": "Mean Difference",
+    "SMD": "Standardized Mean Difference",
+}
+CONTINUOUS_MEASURES = frozenset({"MD", "SMD"})
+# the seed template's domains under their RoB 1 names in RevMan; another template's domain is named by its field's
+# description
+ROB_DOMAINS = {
+    "rob_randomization": "Random sequence generation (selection bias)",
+    "rob_allocation": "Allocation concealment (selection bias)",
+    "rob_blinding": "Blinding of participants and personnel (performance bias)",
+    "rob_attrition": "Incomplete outcome data (attrition bias)",
+}
+JUDGEMENTS = {"low": "Low risk", "high": "High risk", "unclear": "Unclear risk", "some concerns": "Unclear risk"}
+METHODS_MODULES = ("metadata",)
+PARTICIPANTS_MODULES = ("baseline",)
+ROB_MODULE = re.compile(r"^(rob|risk_of_bias)(_|$)")
+QUOTE_LENGTH = 160
+
+
+def _number(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    number = float(value)
+    return str(round(number)) if number == round(number) and abs(number) < 1e15 else format(number, ".10g")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def _short(quote: str | None) -> str:
+    quote = " ".join((quote or "").split())
+    return quote if len(quote) <= QUOTE_LENGTH else quote[: QUOTE_LENGTH - 1] + "…"
+
+
+def surname_of(author: str) -> str:
+    """The family name of an author as papers write it: "DeWalt, Darren A", "DeWalt DA" or "Darren A. DeWalt"."""
+    if "," in author:
+        return author.split(",", 1)[0].strip()
+    words = author.replace(".", ". ").split()
+    if len(words) > 1 and re.fullmatch(r"[A-Z]{1,3}", words[-1]):
+        return words[0]  # Vancouver style: the initials follow the family name
+    return words[-1] if words else ""
+
+
+def study_labels(studies: list[Study]) -> dict[str, str]:
+    """Each study's RevMan name (``Study``): first author and year, made unique with a, b … as Cochrane does."""
+    wanted: dict[str, str] = {}
+    for study in studies:
+        value = study.values.get("study_id")
+        label = _text(value.value) if value is not None and value.state != "conflict" else ""
+        if not label:
+            parsed = next((r.parse for r in study.reports if r.parse and r.parse.authors), None)
+            if parsed is not None:
+                surname = surname_of(parsed.authors[0])
+                label = f"{surname} {parsed.year}" if surname and parsed.year else surname
+        wanted[study.id] = label or study.id
+    counts: dict[str, int] = {}
+    for label in wanted.values():
+        counts[label] = counts.get(label, 0) + 1
+    seen: dict[str, int] = {}
+    labels = {}
+    for study_id, label in wanted.items():
+        if counts[label] > 1:
+            seen[label] = seen.get(label, 0) + 1
+            label = f"{label}{chr(ord('a') + seen[label] - 1)}"
+        labels[study_id] = label
+    return labels
+
+
+def _year(study: Study) -> str:
+    value = study.values.get("study_id")
+    found = re.search(r"\b(19|20)\d\d\b", _text(value.value if value else ""))
+    if found:
+        return found.group(0)
+    year = next((r.parse.year for r in study.reports if r.parse and r.parse.year), None)
+    return str(year) if year else ""
+
+
+def _described(study: Study, template: Template, modules: Iterable[str]) -> str:
+    parts = []
+    for module in template.modules:
+        if module.name not in modules or module.repeating:
+            continue
+        for field in module.fields:
+            value = study.values.get(field.name)
+            if value is not None and value.value is not None and value.state != "conflict":
+                parts.append(f"{field.description.split(',')[0].split('(')[0].strip()}: {_text(value.value)}")
+    return "; ".join(parts)
+
+
+def _arm(row: dict) -> str:
+    """An arm's name in RevMan: as the outcome entry names it, else its role."""
+    return _text(row.get("arm_name")) or row["arm"].capitalize()
+
+
+def _arm_names(rows: list[dict], study: Study) -> list[str]:
+    """The arms a study's results name; a study without results names its baseline arms."""
+    if rows:
+        return list(dict.fromkeys(_arm(row) for row in rows))
+    named = (_text(_value(study, name)) for name in ("treatment_name", "control_name"))
+    return [name for name in named if name]
+
+
+def _outcome(row: dict) -> str:
+    outcome = _text(row.get("outcome")) or f"outcome {row['entry']}"
+    return f"{outcome} ({row['time_point']})" if row.get("time_point") else outcome
+
+
+def study_information_rows(studies: list[Study], template: Template, labels: dict[str, str], arms: dict) -> list:
+    rows = []
+    for study in studies:
+        mine = arms.get(study.id, [])
+        conflicts = sorted(name for name, value in study.values.items() if value.state == "conflict")
+        notes = [f"Atlas study {study.id}; reports: {', '.join(r.key for r in study.reports)}"]
+        if conflicts:
+            notes.append(f"values in conflict between reports, not written: {', '.join(conflicts)}")
+        rows.append(
+            {
+                "Study": labels[study.id],
+                "Year": _year(study),
+                "Data source": DATA_SOURCE,
+                "Char: Methods": _described(study, template, METHODS_MODULES),
+                "Char: Participants": _described(study, template, PARTICIPANTS_MODULES),
+                "Char: Interventions": "; ".join(_arm_names(mine, study)),
+                "Char: Outcomes": "; ".join(dict.fromkeys(_outcome(row) for row in mine)),
+                "Char: Notes": ". ".join(notes),
+            }
+        )
+    return rows
+
+
+def study_arm_rows(studies: list[Study], labels: dict[str, str], arms: dict) -> list[dict]:
+    rows = []
+    for study in studies:
+        mine = arms.get(study.id, [])
+        roles = {_arm(row): row["arm"] for row in mine}
+        roles = roles or {_text(_value(study, "treatment_name")): "intervention"}
+        roles.setdefault(_text(_value(study, "control_name")), "comparator")
+        for name in _arm_names(mine, study):
+            description = f"{roles[name]} arm, as the report names it" if name in roles else "as the report names it"
+            rows.append({"Study": labels[study.id], "Arm": name, "Description": description, "Intervention": name})
+    return rows
+
+
+def _value(study: Study, name: str) -> Any:
+    value = study.values.get(name)
+    return None if value is None or value.state == "conflict" else value.value
+
+
+def _evidence(row: dict, cells: Iterable[str]) -> str:
+    said = []
+    for cell in cells:
+        if row.get(cell) is None:
+            continue
+        source, evidence = row.get(f"{cell}_source") or "", row.get(f"{cell}_evidence") or ""
+        if source.startswith("derived"):
+            said.append(f"{cell} derived: {evidence}")
+        elif evidence:
+            said.append(f'{cell} "{_short(evidence)}"')
+    return f"Atlas {row['document_key']} entry {row['entry']}: " + "; ".join(said) if said else ""
+
+
+def _empty(study: str, outcome: str, data_type: str) -> dict:
+    return {column: "" for column in STUDY_RESULTS_COLUMNS} | {
+        "Study": study,
+        "Outcome": outcome,
+        "Data type": data_type,
+    }
+
+
+def study_result_rows(studies: list[Study], labels: dict[str, str], arms: dict) -> list[dict]:
+    """Arm-level rows (one per arm with its numbers) and contrast-level rows (one per comparison with an estimate
+    and its CI); the first report of a study to give an outcome's row is the one written, the others are named in
+    its footnote."""
+    rows: list[dict] = []
+    for study in studies:
+        written: dict[tuple, dict] = {}
+        for row in arms.get(study.id, []):
+            label, outcome, arm = labels[study.id], _outcome(row), _arm(row)
+            if row["events"] is not None and row["n"] is not None:
+                result = _empty(label, outcome, "Dichotomous") | {
+                    "Arm": arm,
+                    "Sample size": _number(row["n"]),
+                    "Cases": _number(row["events"]),
+                    "Footnotes": _evidence(row, ("n", "events")),
+                }
+                _add(written, ("arm", outcome, "Dichotomous", arm), result, row)
+            elif None not in (row["mean"], row["sd"], row["n"]):
+                result = _empty(label, outcome, "Continuous") | {
+                    "Arm": arm,
+                    "Sample size": _number(row["n"]),
+                    "Mean": _number(row["mean"]),
+                    "SD": _number(row["sd"]),
+                    "Footnotes": _evidence(row, ("n", "mean", "sd")),
+                }
+                _add(written, ("arm", outcome, "Continuous", arm), result, row)
+            if row["arm"] == "intervention":
+                _add_contrast(written, row, label, outcome, arms.get(study.id, []))
+        rows += written.values()
+    return rows
+
+
+def _add(written: dict[tuple, dict], key: tuple, result: dict, row: dict) -> None:
+    if key not in written:
+        written[key] = result
+    elif row["document_key"] not in written[key]["Footnotes"]:
+        written[key]["Footnotes"] += f" (also reported in {row['document_key']} entry {row['entry']}, not written)"
+
+
+def _add_contrast(written: dict[tuple, dict], row: dict, label: str, outcome: str, rows: list[dict]) -> None:
+    measure = row.get("effect_measure")
+    numbers = (row.get("effect_estimate"), row.get("ci_lower"), row.get("ci_upper"))
+    if measure not in EFFECT_MEASURES or None in numbers:
+        return
+    reference = next(
+        (
+            _arm(other)
+            for other in rows
+            if other["document_key"] == row["document_key"]
+            and other["entry"] == row["entry"]
+            and other["arm"] == "comparator"
+        ),
+        "Comparator",
+    )
+    data_type = "Continuous" if measure in CONTINUOUS_MEASURES else "Dichotomous"
+    columns = ("Exp mean", "Exp CI start", "Exp CI end") if measure in RATIOS else ("Mean", "CI start", "CI end")
+    result = _empty(label, outcome, data_type) | {
+        "Effect measure": EFFECT_MEASURES[measure],
+        "Arm": _arm(row),
+        "Reference arm": reference,
+        "CI level": "95",
+        **{column: _number(value) for column, value in zip(columns, numbers, strict=True)},
+        "Footnotes": f"Atlas {row['document_key']} entry {row['entry']}: {measure} and its 95% CI "
+        f"({row.get('comparison_source') or 'final values'})",
+    }
+    _add(written, ("contrast", outcome, measure, result["Arm"], reference), result, row)
+
+
+def rob_domains(template: Template) -> list[tuple[str, str]]:
+    """(field, RevMan domain name) of each risk-of-bias judgement the template asks for."""
+    return [
+        (field.name, ROB_DOMAINS.get(field.name) or field.description)
+        for module in template.modules
+        if ROB_MODULE.match(module.name) and not module.repeating
+        for field in module.fields
+        if field.enum
+    ]
+
+
+def risk_of_bias_rows(studies: list[Study], template: Template, labels: dict[str, str]) -> list[dict]:
+    domains = rob_domains(template)
+    rows = []
+    for study in studies:
+        row = {"Study": labels[study.id]}
+        for field, domain in domains:
+            value = _text(_value(study, field))
+            judgement = JUDGEMENTS.get(value.lower(), value)
+            support = _support(study, field)
+            if value.lower() == "some concerns":
+                support = f"Atlas judged 'some concerns' (RoB 2). {support}".strip()
+            row[f"Domain (judgement): {domain}"] = judgement
+            row[f"Domain (support): {domain}"] = support
+        rows.append(row)
+    return rows
+
+
+def _support(study: Study, field: str) -> str:
+    value = study.values.get(field)
+    if value is None or value.value is None:
+        return ""
+    report = next((r for r in study.reports if r.key == value.source), None) or next(
+        (r for r in study.reports if r.current_review and field in r.current_review.fields), None
+    )
+    final = report.current_review.fields.get(field) if report and report.current_review else None
+    quote = (final.corrected_quote or final.quote) if final else None
+    return f'"{_short(quote)}" ({report.key})' if quote and report else ""
+
+
+def rob_columns(template: Template) -> tuple[str, ...]:
+    pairs = [(f"Domain (judgement): {d}", f"Domain (support): {d}") for _, d in rob_domains(template)]
+    return ("Study", *(column for pair in pairs for column in pair))
+
+
+def csv_bytes(columns: Iterable[str], rows: list[dict]) -> bytes:
+    """RevMan's CSV: UTF-8 with a byte-order mark, CRLF line ends, every row with every column (a text a spreadsheet
+    would run as a formula opens as text, as in every CSV Atlas writes)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows({name: neutralise_text(str(value)) for name, value in row.items()} for row in rows)
+    return ("\ufeff" + buffer.getvalue()).encode()
+
+
+def revman_files(studies: list[Study], template: Template, arm_rows: list[dict]) -> dict[str, bytes]:
+    """The four import files (stem → bytes) for ``studies`` and the arm table's rows (``analysis_files.arm_rows``)."""
+    labels = study_labels(studies)
+    studies = sorted(studies, key=lambda study: labels[study.id].casefold())
+    by_study: dict[str, list[dict]] = {}
+    for row in arm_rows:
+        by_study.setdefault(row["study_id"], []).append(row)
+    return {
+        REVMAN_STEMS["study_information"]: csv_bytes(
+            STUDY_INFORMATION_COLUMNS, study_information_rows(studies, template, labels, by_study)
+        ),
+        REVMAN_STEMS["study_arms"]: csv_bytes(STUDY_ARMS_COLUMNS, study_arm_rows(studies, labels, by_study)),
+        REVMAN_STEMS["study_results"]: csv_bytes(STUDY_RESULTS_COLUMNS, study_result_rows(studies, labels, by_study)),
+        REVMAN_STEMS["risk_of_bias"]: csv_bytes(rob_columns(template), risk_of_bias_rows(studies, template, labels)),
+    }
