@@ -221,7 +221,7 @@ def _evidence(row: dict, cells: Iterable[str]) -> str:
             said.append(f"{cell} derived: {evidence}")
         elif evidence:
             said.append(f'{cell} "{_short(evidence)}"')
-    return f"Atlas {row['document_key']} entry {row['entry']}: " + "; ".join(said) if said else ""
+    return f"Atlas {row['document_key']} entry {row['entry']}" + (": " + "; ".join(said) if said else "")
 
 
 def _empty(study: str, outcome: str, data_type: str) -> dict:
@@ -265,10 +265,13 @@ def study_result_rows(studies: list[Study], labels: dict[str, str], arms: dict) 
 
 
 def _add(written: dict[tuple, dict], key: tuple, result: dict, row: dict) -> None:
+    """The first row of a key is written; another (a second report, or a second entry of one outcome) is named in
+    its footnote so that no value is dropped unseen."""
+    source = f"{row['document_key']} entry {row['entry']}"
     if key not in written:
         written[key] = result
-    elif row["document_key"] not in written[key]["Footnotes"]:
-        written[key]["Footnotes"] += f" (also reported in {row['document_key']} entry {row['entry']}, not written)"
+    elif source not in written[key]["Footnotes"]:
+        written[key]["Footnotes"] += f" (also given by {source}, not written)"
 
 
 def _add_contrast(written: dict[tuple, dict], row: dict, label: str, outcome: str, rows: list[dict]) -> None:
