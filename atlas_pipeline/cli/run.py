@@ -32,6 +32,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.outputs.exports import FORMATS, export_files
     from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER
     from atlas_pipeline.outputs.revman_files import REVMAN_STEMS
+    from atlas_pipeline.outputs.study_report import STUDIES_STEM
     from atlas_pipeline.review.decisions import decision_marks
     from atlas_pipeline.review.final_values import merged_marks
     from atlas_pipeline.review.workbook_import import import_inbox
@@ -184,11 +185,15 @@ def command_run(args: argparse.Namespace) -> int:
         print("exports:")
         for fmt in FORMATS:
             print(f"  {fmt:<8} {exports.url(export_path(EXPORT_STEM, fmt))}")
+        by_hand = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
+        rows = "one row per field to extract by hand" if by_hand else "one row per extracted field"
         for fmt in FORMATS[1:]:
-            print(f"  {fmt:<8} {exports.url(export_path(FIELDS_STEM, fmt))} (one row per extracted field)")
+            print(f"  {fmt:<8} {exports.url(export_path(FIELDS_STEM, fmt))} ({rows})")
         print(
             f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
         )
+        studies = exports.url(export_path(STUDIES_STEM, "csv"))
+        print(f"  studies (each trial's values reconciled across its reports): {studies}")
         arms, escalc = export_path(ARMS_STEM, "csv"), export_path(ESCALC_STEMS["dichotomous"], "csv")
         print(f"  meta-analysis (final values only): {exports.url(arms)} (one row per arm),")
         print(f"           {exports.url(escalc)} (and _continuous, _generic: R's escalc reads them as they are),")
