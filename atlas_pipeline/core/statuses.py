@@ -18,6 +18,12 @@ class DocumentStatus(StrEnum):
     CANCELLED = "cancelled"  # its queued run was cancelled by a person (who, when); runs again when asked
 
 
+# the statuses of a document that went through extraction (its values, if any, are there to review and export)
+WENT_THROUGH = frozenset(
+    {DocumentStatus.DONE, DocumentStatus.PARTIAL, DocumentStatus.INCOMPLETE, DocumentStatus.APPROVED}
+)
+
+
 TERMINAL = frozenset(
     {
         DocumentStatus.DONE,

@@ -11,7 +11,7 @@ failure, not a fault: ``atlas run`` does not retry it, and the daemon's run retr
 
 import dagster as dg
 
-from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.defs.asset_names import STATUS_ASSET_NAME
 from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.partitions import documents_partitions
@@ -19,9 +19,6 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 GROUP = "documents"
-WENT_THROUGH = frozenset(
-    {DocumentStatus.DONE, DocumentStatus.PARTIAL, DocumentStatus.INCOMPLETE, DocumentStatus.APPROVED}
-)
 # the step's failure carries this metadata key: the run failed because documents did, not because of a fault
 FAILED_DOCUMENTS = "failed_documents"
 

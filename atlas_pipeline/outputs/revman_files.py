@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from atlas_pipeline.core.statuses import WENT_THROUGH
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import RATIOS
 from atlas_pipeline.outputs.study_report import Study
@@ -359,7 +360,9 @@ def csv_bytes(columns: Iterable[str], rows: list[dict]) -> bytes:
 
 
 def revman_files(studies: list[Study], template: Template, arm_rows: list[dict]) -> dict[str, bytes]:
-    """The four import files (stem → bytes) for ``studies`` and the arm table's rows (``analysis_files.arm_rows``)."""
+    """The four import files (stem → bytes) for ``studies`` and the arm table's rows (``analysis_files.arm_rows``);
+    a study none of whose reports went through extraction (failed, skipped, pending) is not one to import."""
+    studies = [study for study in studies if any(report.status in WENT_THROUGH for report in study.reports)]
     labels = study_labels(studies)
     studies = sorted(studies, key=lambda study: labels[study.id].casefold())
     by_study: dict[str, list[dict]] = {}

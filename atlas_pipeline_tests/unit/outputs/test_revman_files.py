@@ -3,9 +3,21 @@
 import csv
 import io
 
-from atlas_pipeline.outputs.revman_files import STUDY_ARMS_COLUMNS, csv_bytes, study_labels, surname_of
+from atlas_pipeline.config.settings import PROJECT_ROOT
+from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.templates import load_template
+from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.outputs.revman_files import (
+    REVMAN_STEMS,
+    STUDY_ARMS_COLUMNS,
+    csv_bytes,
+    revman_files,
+    study_labels,
+    surname_of,
+)
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.review.study_values import StudyValue
+from atlas_pipeline.store.records import ParseRecord
 
 
 def test_the_family_name_is_found_in_every_way_papers_write_an_author():
@@ -44,3 +56,20 @@ def test_revmans_encoding_and_no_formula_a_spreadsheet_would_run():
     assert row["Arm"] == '\'=HYPERLINK("http://x")'  # opens as text
     assert row["Description"] == "-2"  # a number stays a number
     assert row["Intervention"] == "a, b"
+
+
+def test_only_studies_that_went_through_extraction_are_written_named_by_their_first_author():
+
+    def report(key, status, authors=(), year=None):
+        parse = ParseRecord(key=key, sha256="0" * 64, parser="test", authors=list(authors), year=year)
+        return DocumentState(key=key, status=status, reason="", study_id=key, parse=parse)
+
+    done, broken = Study("a.pdf"), Study("b.pdf")
+    done.reports.append(report("a.pdf", DocumentStatus.DONE, ["Darren A. DeWalt", "Robert M Malone"], 2006))
+    broken.reports.append(report("b.pdf", DocumentStatus.FAILED))
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    files = revman_files([broken, done], template, [])
+    info = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["study_information"]].decode("utf-8-sig"))))
+    assert [(row["Study"], row["Year"]) for row in info] == [("DeWalt 2006", "2006")]
+    rob = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["risk_of_bias"]].decode("utf-8-sig"))))
+    assert [row["Study"] for row in rob] == ["DeWalt 2006"]
