@@ -16,6 +16,7 @@ The arm table reads the repeating ``outcomes`` group by the seed template's fiel
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -80,10 +81,12 @@ class Cell:
 
 
 def _number(value: Any) -> float | None:
+    """A final value as a number, or None (empty, not a number, or not finite: NaN and infinity analyse nothing)."""
     try:
-        return float(str(value).replace("−", "-")) if value not in (None, "") else None
+        number = float(str(value).replace("−", "-")) if value not in (None, "") else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def entries(state: DocumentState) -> dict[int, dict[str, Cell]]:

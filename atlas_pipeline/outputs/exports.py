@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from atlas_pipeline.config.redaction import redact, redact_value, secret_values
+from atlas_pipeline.config.redaction import redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
@@ -534,10 +534,8 @@ def write_exports(
         written[f"forest_{plot.slug}"] = store.write_bytes(
             f"{FOREST_FOLDER}/{plot.slug}.svg", forest_svg(plot).encode()
         )
-    if template is not None:
-        for stem, content in revman_files(found, template, arms).items():
-            content = redact(content.decode(), secrets=secrets).encode()
-            written[stem.removeprefix("atlas_")] = store.write_bytes(export_path(stem, "csv"), content)
+    for stem, content in revman_files(found, template, arms, secrets).items():
+        written[stem.removeprefix("atlas_")] = store.write_bytes(export_path(stem, "csv"), content)
     for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots}:
         store.delete(stale)  # an outcome no longer in the final values has no plot
     written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))

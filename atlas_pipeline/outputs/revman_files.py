@@ -28,15 +28,20 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.statuses import WENT_THROUGH
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.outputs.analysis_files import RATIOS
+from atlas_pipeline.outputs.analysis_files import GROUP, RATIOS
+from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.outputs.workbook import neutralise_text
+from atlas_pipeline.review.decisions import same_value
+from atlas_pipeline.review.study_values import StudyValue, entry_label
 
 REVMAN_STEMS = {
     "study_information": "atlas_revman_study_information",
@@ -85,6 +90,8 @@ def _number(value: Any) -> str:
     if value is None or value == "":
         return ""
     number = float(value)
+    if not math.isfinite(number):
+        return ""
     return str(round(number)) if number == round(number) and abs(number) < 1e15 else format(number, ".10g")
 
 
@@ -97,14 +104,23 @@ def _short(quote: str | None) -> str:
     return quote if len(quote) <= QUOTE_LENGTH else quote[: QUOTE_LENGTH - 1] + "…"
 
 
+SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
+GROUP_AUTHOR = re.compile(r"(?i)\b(group|collaborat\w*|investigators|consortium|network|committee|team|trial)\b")
+
+
 def surname_of(author: str) -> str:
-    """The family name of an author as papers write it: "DeWalt, Darren A", "DeWalt DA" or "Darren A. DeWalt"."""
+    """The family name of an author as papers write it — "DeWalt, Darren A", "DeWalt DA", "Smith J.A.",
+    "Darren A. DeWalt", "John Smith Jr" — or a group author's whole name ("WHO Collaborative Group")."""
+    author = " ".join(author.split())
+    if GROUP_AUTHOR.search(author):
+        return author
     if "," in author:
         return author.split(",", 1)[0].strip()
-    words = author.replace(".", ". ").split()
-    if len(words) > 1 and re.fullmatch(r"[A-Z]{1,3}", words[-1]):
-        return words[0]  # Vancouver style: the initials follow the family name
-    return words[-1] if words else ""
+    words = [word for word in author.split() if word.lower().strip(".") not in SUFFIXES]
+    initials = [bool(re.fullmatch(r"(?:[A-Z]\.?-?){1,3}", word)) for word in words]
+    if len(words) > 1 and initials[-1] and not any(initials[:-1]):
+        return words[0]  # Vancouver style: the initials follow the family name ("DeWalt DA", "Smith J.A.")
+    return words[-1] if words else ""  # "Darren A DeWalt", "Darren A LI"
 
 
 def study_labels(studies: list[Study]) -> dict[str, str]:
@@ -121,15 +137,22 @@ def study_labels(studies: list[Study]) -> dict[str, str]:
         wanted[study.id] = label or study.id
     counts: dict[str, int] = {}
     for label in wanted.values():
-        counts[label] = counts.get(label, 0) + 1
-    seen: dict[str, int] = {}
+        counts[label.casefold()] = counts.get(label.casefold(), 0) + 1
+    taken = {label.casefold() for label in wanted.values() if counts[label.casefold()] == 1}
     labels = {}
     for study_id, label in wanted.items():
-        if counts[label] > 1:
-            seen[label] = seen.get(label, 0) + 1
-            label = f"{label}{chr(ord('a') + seen[label] - 1)}"
+        if counts[label.casefold()] > 1:
+            label = next(f"{label}{suffix}" for suffix in _suffixes() if f"{label}{suffix}".casefold() not in taken)
+            taken.add(label.casefold())
         labels[study_id] = label
     return labels
+
+
+def _suffixes() -> Iterable[str]:
+    """a, b, … z, then aa, ab …: as many as a review needs."""
+    letters = [chr(code) for code in range(ord("a"), ord("z") + 1)]
+    yield from letters
+    yield from (first + second for first in letters for second in letters)
 
 
 def _year(study: Study) -> str:
@@ -141,8 +164,10 @@ def _year(study: Study) -> str:
     return str(year) if year else ""
 
 
-def _described(study: Study, template: Template, modules: Iterable[str]) -> str:
-    parts = []
+def _described(study: Study, template: Template | None, modules: Iterable[str]) -> str:
+    parts: list[str] = []
+    if template is None:
+        return ""
     for module in template.modules:
         if module.name not in modules or module.repeating:
             continue
@@ -171,7 +196,7 @@ def _outcome(row: dict) -> str:
     return f"{outcome} ({row['time_point']})" if row.get("time_point") else outcome
 
 
-def study_information_rows(studies: list[Study], template: Template, labels: dict[str, str], arms: dict) -> list:
+def study_information_rows(studies: list[Study], template: Template | None, labels: dict[str, str], arms: dict) -> list:
     rows = []
     for study in studies:
         mine = arms.get(study.id, [])
@@ -233,23 +258,102 @@ def _empty(study: str, outcome: str, data_type: str) -> dict:
     }
 
 
-def study_result_rows(studies: list[Study], labels: dict[str, str], arms: dict) -> list[dict]:
+# the template fields an arm-table cell comes from, in the order ``analysis_files.arm_rows`` takes them
+CELL_FIELDS = {
+    "n": ("n_{arm}", "total_{arm}"),
+    "events": ("events_{arm}",),
+    "mean": ("mean_{arm}",),
+    "sd": ("sd_{arm}",),
+}
+COMPARISON_FIELDS = ("effect_measure", "effect_estimate", "ci_lower", "ci_upper")
+
+
+def _study_key(report: DocumentState, entry: int, field: str, identity: Sequence[str]) -> str | None:
+    """The study field an entry's field is reconciled under (``study_values.report_values``'s naming)."""
+    review = report.current_review
+    if review is None:
+        return None
+
+    def accepted(name: str) -> Any:
+        final = review.fields.get(name)
+        ok = final is not None and final.decided and final.provenance != "rejected"
+        return final.final_value if ok else None
+
+    named = {key: accepted(f"{GROUP}[{entry}].{key}") for key in identity}
+    if not any(value is not None for value in named.values()):
+        return None
+    return f"{entry_label(GROUP, named)}.{field}"
+
+
+def _study_says(
+    study: Study, report: DocumentState, entry: int, fields: Iterable[str], identity: Sequence[str]
+) -> StudyValue | None:
+    """What the study makes of this report's value of a cell: None (the report's value stands: one report, or all
+    agree), else the study's :class:`StudyValue` — in conflict, or another report's value chosen."""
+    for field in fields:
+        key = _study_key(report, entry, field, identity)
+        value = study.values.get(key) if key else None
+        if value is not None and report.key in value.reports:
+            return value
+    return None
+
+
+def reconciled(study: Study, rows: list[dict], identity: Sequence[str]) -> tuple[list[dict], list[str]]:
+    """The study's arm rows with each cell the study's value: a cell whose reports disagree with no person's choice
+    yet, or whose value a person took from another report, is emptied (the other report's row gives the chosen one);
+    returns the rows and what was withheld."""
+    reports = {report.key: report for report in study.reports}
+    out, withheld = [], []
+    for row in rows:
+        report, row = reports.get(row["document_key"]), dict(row)
+        if report is None or len(study.reports) < 2:
+            out.append(row)
+            continue
+        cells = {cell: [name.format(arm=row["arm"]) for name in names] for cell, names in CELL_FIELDS.items()}
+        for cell, fields in cells.items():
+            said = _study_says(study, report, row["entry"], fields, identity)
+            if (
+                row[cell] is not None
+                and said is not None
+                and (said.state == "conflict" or not same_value(said.value, row[cell]))
+            ):
+                why = "reports disagree" if said.state == "conflict" else f"{said.source}'s value chosen"
+                withheld.append(f"{row['document_key']} entry {row['entry']} {row['arm']} {cell} ({why})")
+                row[cell] = None
+        for field in COMPARISON_FIELDS:
+            said = _study_says(study, report, row["entry"], [field], identity)
+            if said is not None and (said.state == "conflict" or not same_value(said.value, row[field])):
+                row["effect_measure"] = None  # no comparison from this report: its numbers are not the study's
+        out.append(row)
+    return out, withheld
+
+
+def _whole(value: float | None) -> int | None:
+    return round(value) if value is not None and abs(value - round(value)) < 1e-9 else None
+
+
+def study_result_rows(
+    studies: list[Study], labels: dict[str, str], arms: dict, identity: Sequence[str] = ()
+) -> list[dict]:
     """Arm-level rows (one per arm with its numbers) and contrast-level rows (one per comparison with an estimate
-    and its CI); the first report of a study to give an outcome's row is the one written, the others are named in
-    its footnote."""
+    and its CI), from the study's values (:func:`reconciled`); when two rows give one outcome and arm (two entries
+    of one report), the first is written and the other named in its footnote."""
     rows: list[dict] = []
     for study in studies:
         written: dict[tuple, dict] = {}
-        for row in arms.get(study.id, []):
+        sources: dict[tuple, set[str]] = {}
+        mine, _ = reconciled(study, arms.get(study.id, []), identity)
+        for row in mine:
             label, outcome, arm = labels[study.id], _outcome(row), _arm(row)
-            if row["events"] is not None and row["n"] is not None:
+            n, events = _whole(row["n"]), _whole(row["events"])
+            if n is not None and events is not None and 0 <= events <= n:  # the counts escalc takes too
                 result = _empty(label, outcome, "Dichotomous") | {
                     "Arm": arm,
-                    "Sample size": _number(row["n"]),
-                    "Cases": _number(row["events"]),
+                    "Sample size": str(n),
+                    "Cases": str(events),
                     "Footnotes": _evidence(row, ("n", "events")),
                 }
-                _add(written, ("arm", outcome, "Dichotomous", arm), result, row)
+                _add(written, sources, ("arm", outcome, "Dichotomous", arm, row["arm"]), result, row)
             elif None not in (row["mean"], row["sd"], row["n"]):
                 result = _empty(label, outcome, "Continuous") | {
                     "Arm": arm,
@@ -258,24 +362,26 @@ def study_result_rows(studies: list[Study], labels: dict[str, str], arms: dict) 
                     "SD": _number(row["sd"]),
                     "Footnotes": _evidence(row, ("n", "mean", "sd")),
                 }
-                _add(written, ("arm", outcome, "Continuous", arm), result, row)
+                _add(written, sources, ("arm", outcome, "Continuous", arm, row["arm"]), result, row)
             if row["arm"] == "intervention":
-                _add_contrast(written, row, label, outcome, arms.get(study.id, []))
+                _add_contrast(written, sources, row, label, outcome, mine)
         rows += written.values()
     return rows
 
 
-def _add(written: dict[tuple, dict], key: tuple, result: dict, row: dict) -> None:
-    """The first row of a key is written; another (a second report, or a second entry of one outcome) is named in
-    its footnote so that no value is dropped unseen."""
+def _add(written: dict[tuple, dict], sources: dict[tuple, set[str]], key: tuple, result: dict, row: dict) -> None:
+    """The first row of a key is written; another is named in its footnote so that no value is dropped unseen."""
     source = f"{row['document_key']} entry {row['entry']}"
     if key not in written:
-        written[key] = result
-    elif source not in written[key]["Footnotes"]:
+        written[key], sources[key] = result, {source}
+    elif source not in sources[key]:
+        sources[key].add(source)
         written[key]["Footnotes"] += f" (also given by {source}, not written)"
 
 
-def _add_contrast(written: dict[tuple, dict], row: dict, label: str, outcome: str, rows: list[dict]) -> None:
+def _add_contrast(
+    written: dict[tuple, dict], sources: dict[tuple, set[str]], row: dict, label: str, outcome: str, rows: list[dict]
+) -> None:
     measure = row.get("effect_measure")
     numbers = (row.get("effect_estimate"), row.get("ci_lower"), row.get("ci_upper"))
     if measure not in EFFECT_MEASURES or None in numbers:
@@ -301,22 +407,26 @@ def _add_contrast(written: dict[tuple, dict], row: dict, label: str, outcome: st
         "Footnotes": f"Atlas {row['document_key']} entry {row['entry']}: {measure} and its 95% CI "
         f"({row.get('comparison_source') or 'final values'})",
     }
-    _add(written, ("contrast", outcome, measure, result["Arm"], reference), result, row)
+    _add(written, sources, ("contrast", outcome, measure, result["Arm"], reference), result, row)
 
 
 def rob_domains(template: Template) -> list[tuple[str, str]]:
     """(field, RevMan domain name) of each risk-of-bias judgement the template asks for."""
-    return [
-        (field.name, ROB_DOMAINS.get(field.name) or field.description)
-        for module in template.modules
-        if ROB_MODULE.match(module.name) and not module.repeating
-        for field in module.fields
-        if field.enum
-    ]
+    domains: list[tuple[str, str]] = []
+    for module in template.modules:
+        if not ROB_MODULE.match(module.name) or module.repeating:
+            continue
+        for field in module.fields:
+            if field.enum:
+                name = ROB_DOMAINS.get(field.name) or field.description.strip() or field.name
+                if any(name == taken for _, taken in domains):
+                    name = f"{name} ({field.name})"  # two domains never share a column
+                domains.append((field.name, name))
+    return domains
 
 
-def risk_of_bias_rows(studies: list[Study], template: Template, labels: dict[str, str]) -> list[dict]:
-    domains = rob_domains(template)
+def risk_of_bias_rows(studies: list[Study], template: Template | None, labels: dict[str, str]) -> list[dict]:
+    domains = rob_domains(template) if template else []
     rows = []
     for study in studies:
         row = {"Study": labels[study.id]}
@@ -337,7 +447,7 @@ def _support(study: Study, field: str) -> str:
     if value is None or value.value is None:
         return ""
     report = next((r for r in study.reports if r.key == value.source), None) or next(
-        (r for r in study.reports if r.current_review and field in r.current_review.fields), None
+        (r for r in study.reports if r.key in value.reports), None
     )
     final = report.current_review.fields.get(field) if report and report.current_review else None
     quote = (final.corrected_quote or final.quote) if final else None
@@ -349,30 +459,43 @@ def rob_columns(template: Template) -> tuple[str, ...]:
     return ("Study", *(column for pair in pairs for column in pair))
 
 
-def csv_bytes(columns: Iterable[str], rows: list[dict]) -> bytes:
+def csv_bytes(columns: Iterable[str], rows: list[dict], secrets: list[str] | None = None) -> bytes:
     """RevMan's CSV: UTF-8 with a byte-order mark, CRLF line ends, every row with every column (a text a spreadsheet
     would run as a formula opens as text, as in every CSV Atlas writes)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\r\n")
     writer.writeheader()
-    writer.writerows({name: neutralise_text(str(value)) for name, value in row.items()} for row in rows)
+    secrets = secrets or []
+    writer.writerows(
+        {name: neutralise_text(redact(str(value), secrets=secrets)) for name, value in row.items()} for row in rows
+    )
     return ("\ufeff" + buffer.getvalue()).encode()
 
 
-def revman_files(studies: list[Study], template: Template, arm_rows: list[dict]) -> dict[str, bytes]:
+def revman_files(
+    studies: list[Study], template: Template | None, arm_rows: list[dict], secrets: list[str] | None = None
+) -> dict[str, bytes]:
     """The four import files (stem → bytes) for ``studies`` and the arm table's rows (``analysis_files.arm_rows``);
-    a study none of whose reports went through extraction (failed, skipped, pending) is not one to import."""
-    studies = [study for study in studies if any(report.status in WENT_THROUGH for report in study.reports)]
+    a study none of whose reports went through extraction (failed, skipped, pending) is not one to import. Without a
+    template there are no values: the files hold their headers. ``secrets`` are masked in every cell."""
+    studies = [s for s in studies if any(r.status in WENT_THROUGH or r.current_review for r in s.reports)]
+    studies = studies if template is not None else []
     labels = study_labels(studies)
     studies = sorted(studies, key=lambda study: labels[study.id].casefold())
     by_study: dict[str, list[dict]] = {}
     for row in arm_rows:
         by_study.setdefault(row["study_id"], []).append(row)
+    group = next((g for g in template.groups if g.name == GROUP), None) if template else None
+    identity = list(group.identity) if group else []
     return {
         REVMAN_STEMS["study_information"]: csv_bytes(
-            STUDY_INFORMATION_COLUMNS, study_information_rows(studies, template, labels, by_study)
+            STUDY_INFORMATION_COLUMNS, study_information_rows(studies, template, labels, by_study), secrets
         ),
-        REVMAN_STEMS["study_arms"]: csv_bytes(STUDY_ARMS_COLUMNS, study_arm_rows(studies, labels, by_study)),
-        REVMAN_STEMS["study_results"]: csv_bytes(STUDY_RESULTS_COLUMNS, study_result_rows(studies, labels, by_study)),
-        REVMAN_STEMS["risk_of_bias"]: csv_bytes(rob_columns(template), risk_of_bias_rows(studies, template, labels)),
+        REVMAN_STEMS["study_arms"]: csv_bytes(STUDY_ARMS_COLUMNS, study_arm_rows(studies, labels, by_study), secrets),
+        REVMAN_STEMS["study_results"]: csv_bytes(
+            STUDY_RESULTS_COLUMNS, study_result_rows(studies, labels, by_study, identity), secrets
+        ),
+        REVMAN_STEMS["risk_of_bias"]: csv_bytes(
+            rob_columns(template) if template else ("Study",), risk_of_bias_rows(studies, template, labels), secrets
+        ),
     }

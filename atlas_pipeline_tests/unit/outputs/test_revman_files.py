@@ -6,6 +6,7 @@ import io
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import load_template
+from atlas_pipeline.outputs.analysis_files import arm_rows
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.revman_files import (
     REVMAN_STEMS,
@@ -15,9 +16,10 @@ from atlas_pipeline.outputs.revman_files import (
     study_labels,
     surname_of,
 )
-from atlas_pipeline.outputs.study_report import Study
-from atlas_pipeline.review.study_values import StudyValue
-from atlas_pipeline.store.records import ParseRecord
+from atlas_pipeline.outputs.study_report import Study, studies
+from atlas_pipeline.review.final_values import DocumentReview, FinalField
+from atlas_pipeline.review.study_values import StudyChoice, StudyValue
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord
 
 
 def test_the_family_name_is_found_in_every_way_papers_write_an_author():
@@ -25,7 +27,11 @@ def test_the_family_name_is_found_in_every_way_papers_write_an_author():
     assert surname_of("Darren A. DeWalt") == "DeWalt"
     assert surname_of("DeWalt, Darren A") == "DeWalt"
     assert surname_of("DeWalt DA") == "DeWalt"
+    assert surname_of("Smith J.A.") == surname_of("Smith J.") == "Smith"
+    assert surname_of("John Smith Jr") == "Smith"
+    assert surname_of("Darren A LI") == "LI"  # a family name in capitals (JATS) after a middle initial
     assert surname_of("van der Berg, Anna") == "van der Berg"
+    assert surname_of("WHO Collaborative Group") == "WHO Collaborative Group"
     assert surname_of("") == ""
 
 
@@ -42,10 +48,15 @@ def test_two_studies_of_one_name_become_a_and_b_and_a_study_without_a_name_keeps
             _study("NCT1", "Smith 2020"),
             _study("NCT2", "Smith 2020"),
             _study("NCT3", None),
-            _study("NCT4", None, state="conflict"),
+            _study("NCT4", "Jones 2019", state="conflict"),  # reports disagree on the name: Atlas's id
         ]
     )
     assert labels == {"NCT1": "Smith 2020a", "NCT2": "Smith 2020b", "NCT3": "NCT3", "NCT4": "NCT4"}
+
+
+def test_a_suffix_never_gives_a_study_the_name_of_another():
+    labels = study_labels([_study("1", "Smith 2020"), _study("2", "Smith 2020"), _study("3", "Smith 2020a")])
+    assert labels["3"] == "Smith 2020a" and sorted(labels.values()) == ["Smith 2020a", "Smith 2020b", "Smith 2020c"]
 
 
 def test_revmans_encoding_and_no_formula_a_spreadsheet_would_run():
@@ -73,3 +84,109 @@ def test_only_studies_that_went_through_extraction_are_written_named_by_their_fi
     assert [(row["Study"], row["Year"]) for row in info] == [("DeWalt 2006", "2006")]
     rob = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["risk_of_bias"]].decode("utf-8-sig"))))
     assert [row["Study"] for row in rob] == ["DeWalt 2006"]
+
+
+def _report(key: str, values: dict, provenance: str = "model_verified") -> DocumentState:
+    """A report of study NCT9 whose review holds ``values`` (field → value) as accepted final values."""
+    extraction = ExtractionRecord(
+        key=key,
+        sha256=key * 4,
+        status=DocumentStatus.DONE,
+        reason="",
+        mode="llm",
+        rule="default",
+        template_code="rct_base",
+        template_version="1",
+        template_hash="h",
+        extracted_at="2026-11-25T00:00:00Z",
+    )
+    fields = {
+        name: FinalField(field=name, provenance=provenance, final_value=value, quote=f"{name} in {key}")
+        for name, value in values.items()
+    }
+    review = DocumentReview(
+        key=key,
+        sha256=extraction.sha256,
+        extraction_version=extraction.extraction_version,
+        approved=False,
+        reviewable=True,
+        fields=fields,
+    )
+    return DocumentState(
+        key=key, status=DocumentStatus.DONE, reason="", study_id="NCT9", extraction=extraction, review=review
+    )
+
+
+ENTRY = {
+    "outcomes[1].outcome": "Death",
+    "outcomes[1].time_point": "12 months",
+    "outcomes[1].intervention": "drug",
+    "outcomes[1].comparator": "placebo",
+    "outcomes[1].total_intervention": 50,
+    "outcomes[1].total_comparator": 50,
+    "outcomes[1].events_comparator": 9,
+}
+
+
+def _results(states: list[DocumentState], choices=()) -> dict[tuple[str, str], dict]:
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    found = studies(states, template, {"NCT9": list(choices)})
+    files = revman_files(found, template, arm_rows(states, template))
+    text = files[REVMAN_STEMS["study_results"]].decode("utf-8-sig")
+    return {(row["Arm"], row["Data type"]): row for row in csv.DictReader(io.StringIO(text))}
+
+
+def test_two_reports_of_one_study_give_the_study_value_never_the_first_reports_by_default():
+    first = _report("a.pdf", {**ENTRY, "outcomes[1].events_intervention": 10})
+    second = _report("b.nxml", {**ENTRY, "outcomes[1].events_intervention": 12})
+    # the reports disagree and no person chose: the count is the study's to settle, so neither is written
+    rows = _results([first, second])
+    assert ("drug", "Dichotomous") not in rows
+    assert rows["placebo", "Dichotomous"]["Cases"] == "9"  # both reports agree on the placebo arm
+    # a person takes the second report's count: that one is written, whichever report comes first
+    choice = StudyChoice(
+        id="c1",
+        study="NCT9",
+        field="outcomes[Death | 12 months | drug | placebo].events_intervention",
+        value=12,
+        from_report="b.nxml",
+        reviewer="dan",
+        decided_at="2026-11-25T00:00:00Z",
+        values_then={"a.pdf": "10", "b.nxml": "12"},
+    )
+    rows = _results([first, second], [choice])
+    drug = rows["drug", "Dichotomous"]
+    assert (drug["Cases"], drug["Sample size"]) == ("12", "50")
+    assert drug["Footnotes"].startswith("Atlas b.nxml entry 1") and "events_intervention in b.nxml" in drug["Footnotes"]
+
+
+def test_counts_escalc_would_refuse_are_not_written_and_nan_writes_nothing():
+    state = _report("a.pdf", {**ENTRY, "outcomes[1].events_intervention": 60, "outcomes[1].events_comparator": 9.5})
+    assert _results([state]) == {}  # more events than participants; half an event
+    nan = {"outcomes[1].mean_intervention": float("nan"), "outcomes[1].sd_intervention": 1.5}
+    assert ("drug", "Continuous") not in _results([_report("a.pdf", {**ENTRY, **nan})])  # and nothing crashed
+
+
+def test_a_continuous_arm_and_a_ratio_against_its_reference_arm():
+    continuous = {
+        "outcomes[1].mean_intervention": 4.25,
+        "outcomes[1].sd_intervention": 1.5,
+        "outcomes[1].n_intervention": 48,
+        "outcomes[1].effect_measure": "RR",
+        "outcomes[1].effect_estimate": 0.7,
+        "outcomes[1].ci_lower": 0.52,
+        "outcomes[1].ci_upper": 0.94,
+    }
+    entry = {name: value for name, value in ENTRY.items() if "events" not in name}
+    rows = _results([_report("a.pdf", {**entry, **continuous})])
+    drug = rows["drug", "Continuous"]
+    assert (drug["Mean"], drug["SD"], drug["Sample size"]) == ("4.25", "1.5", "48")
+    ratio = next(row for row in rows.values() if row["Effect measure"])
+    assert (ratio["Effect measure"], ratio["Arm"], ratio["Reference arm"]) == ("Risk Ratio", "drug", "placebo")
+    assert (ratio["Exp mean"], ratio["Exp CI start"], ratio["Exp CI end"], ratio["CI level"]) == (
+        "0.7",
+        "0.52",
+        "0.94",
+        "95",
+    )
+    assert ratio["Mean"] == ratio["CI start"] == ""  # the log scale is RevMan's to compute
