@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from atlas_pipeline.config.redaction import redact
-from atlas_pipeline.core.statuses import WENT_THROUGH
+from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import GROUP, RATIOS
 from atlas_pipeline.outputs.completion import DocumentState
@@ -472,13 +472,19 @@ def csv_bytes(columns: Iterable[str], rows: list[dict], secrets: list[str] | Non
     return ("\ufeff" + buffer.getvalue()).encode()
 
 
+def _extracted(report: DocumentState) -> bool:
+    """A report that went through extraction, or is being extracted again (its last review still stands)."""
+    again = report.status in (DocumentStatus.EXTRACTING, DocumentStatus.WAITING) and report.current_review is not None
+    return report.status in WENT_THROUGH or again
+
+
 def revman_files(
     studies: list[Study], template: Template | None, arm_rows: list[dict], secrets: list[str] | None = None
 ) -> dict[str, bytes]:
     """The four import files (stem → bytes) for ``studies`` and the arm table's rows (``analysis_files.arm_rows``);
     a study none of whose reports went through extraction (failed, skipped, pending) is not one to import. Without a
     template there are no values: the files hold their headers. ``secrets`` are masked in every cell."""
-    studies = [s for s in studies if any(r.status in WENT_THROUGH or r.current_review for r in s.reports)]
+    studies = [s for s in studies if any(_extracted(report) for report in s.reports)]
     studies = studies if template is not None else []
     labels = study_labels(studies)
     studies = sorted(studies, key=lambda study: labels[study.id].casefold())

@@ -78,6 +78,9 @@ def test_only_studies_that_went_through_extraction_are_written_named_by_their_fi
     done, broken = Study("a.pdf"), Study("b.pdf")
     done.reports.append(report("a.pdf", DocumentStatus.DONE, ["Darren A. DeWalt", "Robert M Malone"], 2006))
     broken.reports.append(report("b.pdf", DocumentStatus.FAILED))
+    failed = _report("b.pdf", {})  # a failed document has a review too (nothing to review)
+    broken.reports[0].extraction, broken.reports[0].review = failed.extraction, failed.review
+    assert broken.reports[0].current_review is not None
     template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
     files = revman_files([broken, done], template, [])
     info = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["study_information"]].decode("utf-8-sig"))))
