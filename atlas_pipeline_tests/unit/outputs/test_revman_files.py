@@ -19,7 +19,8 @@ from atlas_pipeline.outputs.revman_files import (
 from atlas_pipeline.outputs.study_report import Study, studies
 from atlas_pipeline.review.final_values import DocumentReview, FinalField
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue
-from atlas_pipeline.store.records import ExtractionRecord, ParseRecord
+from atlas_pipeline.store.records import ParseRecord
+from atlas_pipeline_tests.support.records import extraction_record
 
 
 def test_the_family_name_is_found_in_every_way_papers_write_an_author():
@@ -91,18 +92,7 @@ def test_only_studies_that_went_through_extraction_are_written_named_by_their_fi
 
 def _report(key: str, values: dict, provenance: str = "model_verified") -> DocumentState:
     """A report of study NCT9 whose review holds ``values`` (field → value) as accepted final values."""
-    extraction = ExtractionRecord(
-        key=key,
-        sha256=key * 4,
-        status=DocumentStatus.DONE,
-        reason="",
-        mode="llm",
-        rule="default",
-        template_code="rct_base",
-        template_version="1",
-        template_hash="h",
-        extracted_at="2026-11-25T00:00:00Z",
-    )
+    extraction = extraction_record(key, sha256=key * 4)
     fields = {
         name: FinalField(field=name, provenance=provenance, final_value=value, quote=f"{name} in {key}")
         for name, value in values.items()

@@ -3,30 +3,17 @@ decision records what its reviewer did not see."""
 
 import pytest
 
-from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.decisions import DecisionRefused, decide, decision_marks, load_decisions, withdraw
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord
+from atlas_pipeline_tests.support.records import extraction_record
 
 
 def _record() -> ExtractionRecord:
     field = {"module": "baseline", "value": 30, "quote": "30 were given water", "tier": "verified", "flags": []}
-    return ExtractionRecord(
-        key="trial.pdf",
-        sha256="a" * 64,
-        status=DocumentStatus.DONE,
-        reason="",
-        mode="llm",
-        rule="default",
-        template_code="rct_base",
-        template_version="1",
-        template_hash="h",
-        extraction_version="x1",
-        fields={"n_control": field},
-        extracted_at="2026-11-25T00:00:00Z",
-    )
+    return extraction_record(fields={"n_control": field})
 
 
 def test_an_adjudicator_settles_what_two_reviewers_disagree_on(tmp_path):

@@ -5,6 +5,7 @@ from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.templates import Template, load_template
 from atlas_pipeline.review.derivations import Derivations
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, review_document
+from atlas_pipeline_tests.support.records import extraction_record
 
 TEMPLATE = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
 
@@ -129,8 +130,6 @@ def test_a_template_rule_naming_an_unknown_formula_or_field_is_refused_on_load()
 
 
 def _record():
-    from atlas_pipeline.core.statuses import DocumentStatus
-    from atlas_pipeline.store.records import ExtractionRecord
 
     def given(value, quote, tier="verified"):
         return {"module": "outcomes", "value": value, "quote": quote, "tier": tier, "flags": []}
@@ -141,20 +140,7 @@ def _record():
         "outcomes[1].total_intervention": given(59, "59 intervention"),
         "outcomes[1].events_intervention": given(None, None, "not_reported"),
     }
-    return ExtractionRecord(
-        key="trial.pdf",
-        sha256="a" * 64,
-        status=DocumentStatus.DONE,
-        reason="",
-        mode="llm",
-        rule="default",
-        template_code="rct_base",
-        template_version="1",
-        template_hash="h",
-        extraction_version="x1",
-        fields=fields,
-        extracted_at="2026-11-25T00:00:00Z",
-    )
+    return extraction_record(fields=fields)
 
 
 def test_a_derived_value_is_proposed_in_the_review_and_decided_like_any_value(tmp_path):
