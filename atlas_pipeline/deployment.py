@@ -10,6 +10,8 @@ providers, llm, review, search). Nothing here imports Dagster.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -242,6 +244,19 @@ class Deployment:
     def accepted_tiers(self) -> frozenset[str]:
         """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""
         return self.settings.accepted_tiers
+
+    def final_values_policy(self) -> str:
+        """A fingerprint of what makes a value final besides people's decisions — the tiers accepted without a
+        person, the derivation rules and the cautioned methods opted in to, the template —: the aggregates record
+        the one they were made with, and a change of any of them refreshes them (``planning.aggregates_stale``)."""
+        derivations = self.derivations()
+        canonical = {
+            "accepted_tiers": sorted(self.accepted_tiers()),
+            "derivations": derivations.fingerprint,
+            "template": derivations.template.content_hash,
+            "template_version": derivations.template.version,
+        }
+        return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:16]
 
     def derivations(self) -> Derivations:
         """What a review derives: the template's rules, and the cautioned conversions the team opted in to

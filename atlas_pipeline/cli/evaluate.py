@@ -22,7 +22,15 @@ def command_evaluate(args: argparse.Namespace) -> int:
         print(f"atlas: --tolerance {tolerance} must be between 0 and 1 (a share: 0.005 is 0.5%)", file=sys.stderr)
         return 2
     try:
-        report = evaluate_gold(atlas.store(), atlas.load_template(), resolve_location(args.gold), tolerance)
+        report = evaluate_gold(
+            atlas.store(),
+            atlas.load_template(),
+            resolve_location(args.gold),
+            tolerance,
+            values=args.values,
+            accepted_tiers=atlas.accepted_tiers(),
+            derivations=atlas.derivations(),
+        )
     except GoldError as error:
         print(f"atlas: {error}", file=sys.stderr)
         return 2

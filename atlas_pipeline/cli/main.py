@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--tolerance", type=float, default=None, help="relative tolerance for numbers (default ATLAS_GOLD_TOLERANCE)"
     )
+    evaluate.add_argument(
+        "--values",
+        choices=("auto", "model", "final"),
+        default="auto",
+        help="whose values: the model's, or the final ones (people's decisions and the team's policy); auto: final "
+        "when no model extracted (the default mode), else the model's",
+    )
     evaluate.set_defaults(handler=command_evaluate)
     migrate = commands.add_parser("migrate", help=command_migrate.__doc__)
     migrate.add_argument("--from-home", default="var/dagster_home", help="old DAGSTER_HOME (default %(default)s)")

@@ -28,7 +28,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
-    from atlas_pipeline.outputs.analysis_files import ARMS_STEM, ESCALC_STEMS
+    from atlas_pipeline.outputs.analysis_files import ARMS_STEM, ESCALC_STEMS, EXCLUDED_STEM, read_excluded
     from atlas_pipeline.outputs.exports import FORMATS, export_files
     from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER
     from atlas_pipeline.outputs.revman_files import REVMAN_STEMS
@@ -159,9 +159,12 @@ def command_run(args: argparse.Namespace) -> int:
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
         aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
         splits_changed = load_splits(store).changed_at
-        facts = aggregate_facts(instance, aggregates, scan.catalog, splits_changed, exported)
-        stale = aggregates_stale(facts) is not None
-        if keys or behind or scan.changed or stale:
+        policy = atlas.final_values_policy()
+        facts = aggregate_facts(instance, aggregates, scan.catalog, splits_changed, exported, policy)
+        stale = aggregates_stale(facts)
+        if facts.policy_changed and facts.refreshed_at is not None:
+            print("the acceptance policy, derivation rules or template changed: exports written again with it")
+        if keys or behind or scan.changed or stale is not None:
             defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
             late = reviews_behind([entry.key for entry in entries])
             if late:  # decided while this run worked: merged now, and the exports written again with them
@@ -197,10 +200,17 @@ def command_run(args: argparse.Namespace) -> int:
         arms, escalc = export_path(ARMS_STEM, "csv"), export_path(ESCALC_STEMS["dichotomous"], "csv")
         print(f"  meta-analysis (final values only): {exports.url(arms)} (one row per arm),")
         print(f"           {exports.url(escalc)} (and _continuous, _generic: R's escalc reads them as they are),")
-        print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome),")
+        if exports.files(FOREST_FOLDER):
+            print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome),")
         revman = exports.url(export_path(REVMAN_STEMS["study_information"], "csv"))
         print(f"           {revman} (and _study_arms, _study_results, _risk_of_bias: RevMan Web's import)")
         print("           — docs/analysis.md")
+        left_out = read_excluded(exports)
+        if left_out:
+            print(
+                f"  {len(left_out)} value(s) left out of the analysis files (sources that disagree, implausible "
+                f"numbers): {exports.url(export_path(EXCLUDED_STEM, 'csv'))}"
+            )
         if settings.llm_second_model:
             agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
             print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")

@@ -78,6 +78,8 @@ class DerivationRule(BaseModel):
     formula: str
     inputs: dict[str, str]
     when: dict[str, list[str]] = Field(default_factory=dict)
+    # inputs used when given and accepted, the formula's default otherwise (``{"level": "ci_level"}``: a CI's level)
+    optional: dict[str, str] = Field(default_factory=dict)
 
     def input_fields(self) -> list[str]:
         return [name.strip() for spec in self.inputs.values() for name in spec.split(" - ")]
@@ -106,10 +108,12 @@ class TemplateModule(BaseModel):
             where = f"module {self.name!r}: derivation of {rule.field!r}"
             if rule.formula not in FORMULAS:
                 raise ValueError(f"{where}: unknown formula {rule.formula!r} (one of {', '.join(sorted(FORMULAS))})")
-            unknown = [name for name in [rule.field, *rule.input_fields(), *rule.when] if name not in types]
+            named = [rule.field, *rule.input_fields(), *rule.when, *rule.optional.values()]
+            unknown = [name for name in named if name not in types]
             if unknown:
                 raise ValueError(f"{where}: {', '.join(unknown)} not among the module's fields")
-            numeric = [name for name in [rule.field, *rule.input_fields()] if types[name] not in ("integer", "number")]
+            numbers = [rule.field, *rule.input_fields(), *rule.optional.values()]
+            numeric = [name for name in numbers if types[name] not in ("integer", "number")]
             if numeric:
                 raise ValueError(f"{where}: {', '.join(numeric)} must be numbers")
         return self

@@ -4,13 +4,14 @@ import time
 
 import dagster as dg
 
-from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME, STATES_READ_AT
+from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME, FINAL_VALUES_POLICY, STATES_READ_AT
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
 from atlas_pipeline.knowledge.duplicates import Member
 from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreement_rows
+from atlas_pipeline.outputs.analysis_files import excluded_markdown, read_excluded
 from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.exports import write_exports
@@ -94,6 +95,7 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,
+            FINAL_VALUES_POLICY: atlas.deployment.final_values_policy(),
             "total": completion.total,
             **{f"count_{status}": count for status, count in completion.counts.items()},
             "completion_rate": completion.completion_rate,
@@ -128,11 +130,18 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     read_at = time.time()
     states, template = document_states(context.instance, atlas.deployment), atlas.deployment.load_template()
     store = atlas.deployment.store()
+    policy = atlas.deployment.final_values_policy()
     paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template, load_choices(store))
+    excluded = read_excluded(atlas.deployment.exports_store())
+    if excluded:
+        context.log.warning(f"{len(excluded)} value(s) left out of the analysis files: see atlas_analysis_excluded.csv")
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,
+            FINAL_VALUES_POLICY: policy,
             "documents": len(states),
+            "analysis_values_left_out": len(excluded),
+            "left_out": dg.MetadataValue.md(excluded_markdown(excluded)),
             "agreement": dg.MetadataValue.md(agreement_markdown(agreement_rows(states, template))),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
         }
@@ -176,14 +185,22 @@ def build_evaluation_asset(gold: str, tolerance: float) -> dg.AssetsDefinition:
     @dg.asset(
         name=EVALUATION_ASSET_NAME,
         group_name=GROUP,
-        deps=["document_extraction"],
+        deps=["document_extraction", "document_review"],
         automation_condition=AGGREGATE_CONDITION,
         kinds={"python"},
         description="Accuracy, recall and precision of `verified` per field against the gold file (ATLAS_GOLD): a "
         "report a team can cite (atlas_evaluation.md in the exports) and the same table here.",
     )
     def extraction_evaluation(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-        report = evaluate_gold(atlas.deployment.store(), atlas.deployment.load_template(), gold, tolerance)
+        deployment = atlas.deployment
+        report = evaluate_gold(
+            deployment.store(),
+            deployment.load_template(),
+            gold,
+            tolerance,
+            accepted_tiers=deployment.accepted_tiers(),
+            derivations=deployment.derivations(),
+        )
         path = atlas.deployment.exports_store().write_text(export_path(EVALUATION_STEM, "md"), report.markdown())
         rows = report.rows()
         return dg.MaterializeResult(

@@ -17,4 +17,7 @@ STATUS_ASSET_NAME = "document_status"  # the outcome as the partition's colour; 
 AGGREGATE_ASSET_NAMES = ("duplicate_groups", "task_completion", "extraction_exports", "search_index")
 # metadata key of the aggregates: when they read the document states (a document landing later is not in them)
 STATES_READ_AT = "states_read_at"
+# metadata key of the aggregates whose figures depend on what makes a value final (the team's acceptance policy, the
+# derivation rules, the template): the policy they were made with (``Deployment.final_values_policy``)
+FINAL_VALUES_POLICY = "final_values_policy"
 EVALUATION_ASSET_NAME = "extraction_evaluation"  # an aggregate too, when a gold file is configured (ATLAS_GOLD)

@@ -14,6 +14,7 @@ import dagster as dg
 from atlas_pipeline.defs.asset_names import (
     AGGREGATE_ASSET_NAMES,
     EXTRACTION_ASSET_NAME,
+    FINAL_VALUES_POLICY,
     REVIEW_ASSET_NAME,
     STATES_READ_AT,
 )
@@ -22,6 +23,8 @@ from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
 from atlas_pipeline.knowledge.planning import AggregateFacts
 from atlas_pipeline.store.files import Store
+
+POLICY_AGGREGATES = ("task_completion", "extraction_exports")  # their figures follow what makes a value final
 
 
 @dataclass(frozen=True)
@@ -45,17 +48,22 @@ def aggregate_facts(
     catalog: Catalog | None = None,
     decided_at: float = 0.0,
     exported: bool = True,
+    policy: str = "",
 ) -> AggregateFacts:
     """``AggregateFacts`` from the instance: ``names``, the aggregates of this deployment (the evaluation too, when a
     gold file is configured); ``catalog`` and ``decided_at`` (when people last split or joined a duplicate group)
-    give the newest change the aggregates read besides the documents; ``exported``: every export file is there."""
-    made = {}
+    give the newest change the aggregates read besides the documents; ``exported``: every export file is there;
+    ``policy``: what makes a value final now, compared with what the aggregates that depend on it were made with."""
+    made, policies = {}, {}
     for name in names:
         event = instance.get_latest_materialization_event(dg.AssetKey(name))
         if event is None or event.asset_materialization is None:
             continue
         read_at = event.asset_materialization.metadata.get(STATES_READ_AT)
         made[name] = (event.timestamp, None if read_at is None else float(read_at.value))
+        if name in POLICY_AGGREGATES:
+            recorded = event.asset_materialization.metadata.get(FINAL_VALUES_POLICY)
+            policies[name] = None if recorded is None else str(recorded.value)
     landings = [
         event.timestamp
         for name in (EXTRACTION_ASSET_NAME, REVIEW_ASSET_NAME)
@@ -70,6 +78,8 @@ def aggregate_facts(
         landed_at=max(landings) if landings else None,
         changed_at=max([*changes, decided_at]),
         exported=exported,
+        policy=policy,
+        policies=policies,
     )
     refreshed = facts.refreshed_at
     if refreshed is None:

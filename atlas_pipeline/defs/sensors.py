@@ -186,16 +186,23 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         "(the automation counts it as handled by that run, which had read the states before): requests the "
         "aggregates again once nothing refreshes them.",
     )
-    def aggregates_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        facts = aggregate_facts(context.instance)
+    def aggregates_freshness_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
+        policy = atlas.deployment.final_values_policy()
+        facts = aggregate_facts(context.instance, policy=policy)
         behind = aggregates_missed(facts, now=time.time(), grace=3 * settings.automation_interval_seconds)
-        if behind is None:
+        made = facts.refreshed_at is not None
+        if behind is None and not (made and facts.policy_changed):
             return dg.SensorResult(skip_reason="the aggregates include every document that landed")
         for record in context.instance.get_run_records(dg.RunsFilter(statuses=WAITING_OR_RUNNING), limit=200):
             run = record.dagster_run
             selection = {key.to_user_string() for key in run.asset_selection or ()}
             if run.job_name == aggregates_job.name or selection & set(AGGREGATE_ASSET_NAMES):
                 return dg.SensorResult(skip_reason=f"run {run.run_id[:8]} is refreshing the aggregates")
+        if behind is None:  # the policy changed: the exports follow it
+            context.log.info("the acceptance policy, derivation rules or template changed: refreshing the aggregates")
+            return dg.SensorResult(
+                run_requests=[dg.RunRequest(run_key=f"policy:{policy}", job_name=aggregates_job.name)]
+            )
         context.log.info("a document landed while the aggregates were computed: refreshing them")
         return dg.SensorResult(run_requests=[dg.RunRequest(run_key=f"catch-up:{behind}", job_name=aggregates_job.name)])
 

@@ -110,7 +110,8 @@ class AggregateFacts:
     states (None: not recorded); an aggregate never made is missing. ``expected``: the aggregates of this deployment.
     ``landed_at``: the newest document extraction or merged review; ``changed_at``: the newest catalog change or
     duplicate group a person split or joined; ``ended_badly``: a document run failed or was cancelled after the
-    oldest aggregate; ``exported``: every export file is there."""
+    oldest aggregate; ``exported``: every export file is there; ``policy`` and ``policies``: what makes a value
+    final now, and what each aggregate that depends on it was made with."""
 
     made: Mapping[str, tuple[float, float | None]]
     expected: tuple[str, ...]
@@ -118,6 +119,13 @@ class AggregateFacts:
     changed_at: float = 0.0
     ended_badly: bool = False
     exported: bool = True
+    policy: str = ""  # what makes a value final now (``Deployment.final_values_policy``); "" when not asked
+    policies: Mapping[str, str | None] = field(default_factory=dict)  # aggregate → the policy it was made with
+
+    @property
+    def policy_changed(self) -> bool:
+        """Whether an aggregate whose figures depend on the policy was made under another one (or none recorded)."""
+        return bool(self.policy) and any(made != self.policy for made in self.policies.values())
 
     @property
     def refreshed_at(self) -> float | None:
@@ -139,6 +147,8 @@ def aggregates_stale(facts: AggregateFacts) -> str | None:
         return "a document was extracted or reviewed since"
     if facts.changed_at > refreshed:
         return "the catalog or a duplicate group changed since"
+    if facts.policy_changed:
+        return "the acceptance policy, derivation rules or template changed since"
     if facts.ended_badly:
         return "a document run failed or was cancelled since"
     return None

@@ -14,7 +14,10 @@ normalising case, spacing and punctuation; numbers within a relative ``tolerance
 
 Per field: **accuracy** (extracted values equal to gold / values extracted where gold has one), **recall** (gold values
 extracted correctly / gold values), **precision of verified** (how often a ``verified`` value equals gold) and accuracy
-per tier. The model's values are measured (not reviewers' corrections): this is the endpoint's accuracy.
+per tier. Either the model's values are measured (the endpoint's accuracy), or the **final** values — what people
+decided and the team's policy accepted, entries people added by hand included — the accuracy of the review itself
+(the default when no model extracted: extraction by hand). Gold values the annotators computed rather than read are
+reported apart (``outputs.gold_formats``).
 """
 
 from __future__ import annotations
@@ -31,8 +34,13 @@ from rapidfuzz import fuzz
 
 from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.outputs.gold_formats import is_yun_row, yun_values
+from atlas_pipeline.review.derivations import Derivations
+from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+Fields = dict[str, Any]  # field name → {"value": …, "tier": …} as a record holds them
+VALUES = ("auto", "model", "final")
 
 NAME_MATCH = 80.0
 DEFAULT_TOLERANCE = 0.005
@@ -46,6 +54,7 @@ class GoldValue(BaseModel):
     group: str = ""
     entry: dict[str, Any] = Field(default_factory=dict)
     derived: bool = False  # computed by the annotator (an SD from a CI, events from a percentage), not printed
+    median: bool = False  # a median (and its IQR or range) the annotator put where the mean (and SD) go
 
 
 class GoldError(ValueError):
@@ -132,6 +141,7 @@ class Evaluation:
     unmatched_entries: int = 0  # gold entries with no extracted entry of that name
     extra_entries: int = 0  # extracted entries that match no gold entry (their values count as wrong)
     missing_documents: list[str] = field(default_factory=list)
+    measured: str = "model"  # whose values: the model's, or the final ones (people's decisions and the policy)
 
     def rows(self) -> list[dict[str, Any]]:
         return [self.scores[name].row() for name in sorted(self.scores)]
@@ -139,6 +149,13 @@ class Evaluation:
     def markdown(self) -> str:
         lines = [
             "# Extraction accuracy against the gold standard",
+            "",
+            (
+                "Measured: the final values (people's decisions, entries added by hand, values the team's policy "
+                "accepted, derived values once accepted)."
+                if self.measured == "final"
+                else "Measured: the model's values (the endpoint's accuracy, before any review)."
+            ),
             "",
             f"{self.documents} document(s); numbers equal within a relative tolerance of {self.tolerance:g}, text and "
             "categories after normalising case, spacing and punctuation; outcome entries matched by name "
@@ -150,11 +167,12 @@ class Evaluation:
             "Accuracy = correct / extracted; recall = correct / gold; verified precision = correct / extracted with "
             "tier `verified`.",
             "",
-            "Recall of written / derived: correct / gold among the values the paper prints and among those the "
-            "annotators computed (an SD from a CI, events from a percentage; Yun et al.'s notes say which).",
+            "Recall of written / derived / median: correct / gold among the values the paper prints, among those "
+            "the annotators computed (an SD from a CI or an SE, events from a percentage) and among medians put "
+            "where a mean goes (Yun et al.'s notes say which).",
             "",
             "| field | gold | extracted | correct | accuracy | recall | verified precision | accuracy by tier "
-            "| recall of written / derived |",
+            "| recall of written / derived / median |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         lines[1:1] = self._agreement_lines()
@@ -164,7 +182,7 @@ class Evaluation:
             by_tier = ", ".join(f"{tier} {ok / n:.0%} ({n})" for tier, (n, ok) in sorted(tiers.items()) if n) or "—"
             counts = f"| {row['field']} | {row['gold']} | {row['extracted']} | {row['correct']} | "
             origins = self.scores[row["field"]].by_origin
-            by_origin = " / ".join(_recall(origins.get(origin, [0, 0])) for origin in ("written", "derived"))
+            by_origin = " / ".join(_recall(origins.get(origin, [0, 0])) for origin in ("written", "derived", "median"))
             lines.append(counts + " | ".join(shown) + f" | {by_tier} | {by_origin} |")
         return "\n".join(lines) + "\n"
 
@@ -196,9 +214,39 @@ def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
-def _entries(record: ExtractionRecord, group: str) -> dict[int, dict[str, dict]]:
+def _fields(record: ExtractionRecord | Fields) -> Fields:
+    return record.fields if isinstance(record, ExtractionRecord) else record
+
+
+def final_fields(review: DocumentReview, template: Template) -> Fields:
+    """A review's final values as a record's fields: a person's or the policy's value, nothing for one awaiting
+    review or rejected; the provenance as the tier (what the report breaks accuracy down by). Entries of one group
+    that name the same outcome with the same values (two people who typed it) are one entry, as in the analysis."""
+    fields = {
+        name: {"value": final.final_value if final.decided and final.provenance != "rejected" else None,
+               "tier": final.provenance}
+        for name, final in review.fields.items()
+    }  # fmt: skip
+    for group in template.groups:
+        entries = _entries(fields, group.name)
+        kept: dict[str, dict[str, Any]] = {}
+        for number in sorted(entries):
+            key = _entry_identity(entries[number], list(group.identity))
+            values = {bare: cell.get("value") for bare, cell in entries[number].items() if bare not in group.identity}
+            if key in kept and kept[key] == values:
+                fields = {n: f for n, f in fields.items() if entry_field_parts(n)[:2] != (group.name, number)}
+            else:
+                kept.setdefault(key, values)
+    return fields
+
+
+def _entry_identity(entry: dict[str, dict], identity: list[str]) -> str:
+    return json.dumps([_norm((entry.get(name) or {}).get("value") or "") for name in identity])
+
+
+def _entries(record: ExtractionRecord | Fields, group: str) -> dict[int, dict[str, dict]]:
     entries: dict[int, dict[str, dict]] = defaultdict(dict)
-    for name, extracted in record.fields.items():
+    for name, extracted in _fields(record).items():
         group_name, entry, bare = entry_field_parts(name)
         if group_name == group and entry is not None and isinstance(extracted, dict):
             entries[entry][bare] = extracted
@@ -245,13 +293,20 @@ def _entry_key(value: GoldValue, identity: list[str]) -> str:
     )
 
 
+def _origin(value: GoldValue) -> str:
+    """Where a gold value comes from: printed (written), computed by the annotator (derived), or a median."""
+    return "median" if value.median else "derived" if value.derived else "written"
+
+
 def evaluate(
     gold: list[GoldValue],
-    records: dict[str, ExtractionRecord | None],
+    records: dict[str, ExtractionRecord | Fields | None],
     template: Template,
     tolerance: float = DEFAULT_TOLERANCE,
+    measured: str = "model",
 ) -> Evaluation:
-    """Scores per field of the extracted ``records`` (document key → its extraction) against ``gold``; a gold line
+    """Scores per field of the extracted ``records`` (document key → its extraction, or its fields: the final ones
+    with ``measured="final"``) against ``gold``; a gold line
     naming a field or group the template does not have, or an entry without its first identity field, is a
     ``GoldError``. The gold is taken as complete for its documents: values of extracted entries that match no gold
     entry, and values where the gold says null, count as extracted and wrong."""
@@ -300,10 +355,10 @@ def evaluate(
             matched.setdefault(key, None)
         unmatched_extracted += [(group, entry) for number, entry in entries.items() if number not in taken_entry]
 
-    def tally(name: str, field_type: str, extracted: dict | None, expected: Any, derived: bool = False) -> None:
+    def tally(name: str, field_type: str, extracted: dict | None, expected: Any, origin_name: str = "written") -> None:
         score = scores.setdefault(name, FieldScore(name))
         score.gold += expected is not None
-        origin = score.by_origin["derived" if derived else "written"]
+        origin = score.by_origin[origin_name]
         origin[0] += expected is not None
         value = (extracted or {}).get("value")
         if value is None:
@@ -325,13 +380,13 @@ def evaluate(
     for (document, name), value in singles.items():
         record = records.get(document)
         kind = getattr(template.field_definition(name), "type", "")
-        tally(name, kind, record.fields.get(name) if record else None, value.value, value.derived)
+        tally(name, kind, _fields(record).get(name) if record else None, value.value, _origin(value))
     for key, values in gold_entries.items():
         entry, group = matched.get(key), groups[key[1]]
         for name, value in values.items():
             if name != "__entry__":
                 kind = getattr(group.field_definition(name), "type", "")
-                tally(f"{group.name}.{name}", kind, (entry or {}).get(name), value.value, value.derived)
+                tally(f"{group.name}.{name}", kind, (entry or {}).get(name), value.value, _origin(value))
     for group_name, entry in unmatched_extracted:  # an outcome the gold does not have: every value of it is wrong
         group = groups[group_name]
         for item in group.fields:
@@ -345,14 +400,36 @@ def evaluate(
         unmatched_entries=sum(1 for entry in matched.values() if entry is None),
         extra_entries=len(unmatched_extracted),
         missing_documents=[document for document in documents if records.get(document) is None],
+        measured=measured,
     )
 
 
-def evaluate_gold(store: Store, template: Template, gold_location: str, tolerance: float) -> Evaluation:
-    """Read the gold file and the extraction records of its documents from ``store``, and evaluate."""
+def evaluate_gold(
+    store: Store,
+    template: Template,
+    gold_location: str,
+    tolerance: float,
+    values: str = "auto",
+    accepted_tiers: frozenset[str] = frozenset({"verified"}),
+    derivations: Derivations | None = None,
+) -> Evaluation:
+    """Read the gold file and its documents' values from ``store``, and evaluate. ``values``: ``model`` (the model's
+    values), ``final`` (people's decisions and the team's policy: ``accepted_tiers``, ``derivations``) or ``auto``
+    (final when no model extracted the documents — the default mode — else the model's)."""
+    if values not in VALUES:
+        raise GoldError(f"values to measure: {' or '.join(VALUES)} (not {values!r})")
     gold = read_gold(read_location(gold_location))
     records = {key: read_record(store, key, "extraction", ExtractionRecord) for key in {g.document for g in gold}}
-    return evaluate(gold, records, template, tolerance)
+    found = [record for record in records.values() if record is not None]
+    by_hand = bool(found) and all(record.mode == "skip" for record in found)
+    if values == "model" or (values == "auto" and not by_hand):
+        return evaluate(gold, dict(records), template, tolerance)
+    finals: dict[str, ExtractionRecord | Fields | None] = {}
+    for key, record in records.items():
+        stored = read_record(store, key, "review", DocumentReview)
+        review = current_review(store, record, stored, accepted_tiers, derivations)
+        finals[key] = final_fields(review, template) if review is not None else None
+    return evaluate(gold, finals, template, tolerance, measured="final")
 
 
 def read_location(location: str) -> str:

@@ -14,7 +14,17 @@ from atlas_pipeline.config.redaction import redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
-from atlas_pipeline.outputs.analysis_files import ARMS_SCHEMA, ARMS_STEM, ESCALC_STEMS, arm_rows, escalc_frames
+from atlas_pipeline.outputs.analysis_files import (
+    ARMS_SCHEMA,
+    ARMS_STEM,
+    ESCALC_STEMS,
+    EXCLUDED_STEM,
+    arm_rows,
+    escalc_frames,
+    escalc_rows,
+    excluded_frame,
+    study_entries,
+)
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER, forest_plots, forest_svg
 from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
@@ -328,9 +338,10 @@ def _typed(value: object, field: TemplateField) -> object:
     if field.type not in _POLARS_TYPES:
         return _text(value)
     try:
-        return coerce_value(value, field)
+        typed = coerce_value(value, field)
     except DecisionRefused:
         return None
+    return None if field.type in ("integer", "number") and isinstance(typed, str) else typed  # "<0.001": text
 
 
 def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFrame:
@@ -452,7 +463,7 @@ def export_files() -> list[str]:
     stems = (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM, STUDIES_STEM, ARMS_STEM)
     per_row = [export_path(stem, fmt) for stem in stems for fmt in FORMATS[1:]]
     quality, agreement = export_path(QUALITY_STEM, "csv"), export_path(AGREEMENT_STEM, "csv")
-    analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values())]
+    analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values(), EXCLUDED_STEM)]
     return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + analysis
 
 
@@ -521,20 +532,27 @@ def write_exports(
         written[f"studies_{fmt}"] = store.write_bytes(
             export_path(STUDIES_STEM, fmt), _encode(study_table, fmt, export_path(STUDIES_STEM, "parquet"))
         )
-    arms = arm_rows(states, template) if template else []
+    entries, excluded = study_entries(found, template)
+    arms = arm_rows(entries)
     arms_table = pl.DataFrame([redact_value(r, secrets) for r in arms], schema=ARMS_SCHEMA)
     for fmt in FORMATS[1:]:
         written[f"arms_{fmt}"] = store.write_bytes(
             export_path(ARMS_STEM, fmt), _encode(arms_table, fmt, export_path(ARMS_STEM, "parquet"))
         )
-    for kind, frame in escalc_frames(arms).items():
+    escalc = escalc_rows(entries)
+    for kind, frame in escalc_frames(escalc).items():
+        frame = pl.DataFrame([redact_value(r, secrets) for r in frame.rows(named=True)], schema=frame.schema)
         written[f"escalc_{kind}_csv"] = store.write_bytes(export_path(ESCALC_STEMS[kind], "csv"), _encode(frame, "csv"))
-    plots = forest_plots(arms)
+    left_out = pl.DataFrame(
+        [redact_value(r, secrets) for r in excluded_frame(excluded).rows(named=True)], schema=excluded_frame([]).schema
+    )
+    written["analysis_excluded_csv"] = store.write_bytes(export_path(EXCLUDED_STEM, "csv"), _encode(left_out, "csv"))
+    plots = forest_plots(escalc)
     for plot in plots:
         written[f"forest_{plot.slug}"] = store.write_bytes(
             f"{FOREST_FOLDER}/{plot.slug}.svg", forest_svg(plot).encode()
         )
-    for stem, content in revman_files(found, template, arms, secrets).items():
+    for stem, content in revman_files(found, template, entries, escalc, secrets).items():
         written[stem.removeprefix("atlas_")] = store.write_bytes(export_path(stem, "csv"), content)
     for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots}:
         store.delete(stale)  # an outcome no longer in the final values has no plot

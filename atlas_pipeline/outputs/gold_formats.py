@@ -25,9 +25,22 @@ _SIZES = {
     "binary": {"intervention_group_size": "total_intervention", "comparator_group_size": "total_comparator"},
     "continuous": {"intervention_group_size": "n_intervention", "comparator_group_size": "n_comparator"},
 }
-# what the annotators' notes say they computed: events from a percentage, SDs from a CI (or an SE)
-_DERIVED_EVENTS = re.compile(r"(?i)\b(used|from) (the )?percent(age)?\b.*\bcalculat")
-_DERIVED_SDS = re.compile(r"(?i)\b(CI|confidence interval|SE|standard error)s?\b.*\bcalculat\w*\b.*\b(SD|standard dev)")
+# what the annotators' notes say they computed: events from a percentage ("Used percent to calculate outcomes",
+# "calculated from the percentages", "back-calculated from %"), SDs from a CI, an SE, a p or a t ("Have to use CI to
+# calculate the SDs", "Back calculated SD from SE", "SD derived from the standard error", "SE converted to SD")
+_WORKED = r"(?:back[- ]?)?(?:calculat|comput|deriv|convert|estimat|work)\w*"
+_SOURCES = r"(?:CI|confidence interval|SE|SEM|standard error|p[- ]?value|p|t[- ]?value|t[- ]?test|t)s?"
+_SD = r"(?:SD|std|standard deviation)s?"
+_DERIVED_EVENTS = re.compile(
+    rf"(?i)\b(?:used|from|using) (?:the )?(?:percent(?:age)?s?|%).*\b{_WORKED}|\b{_WORKED}\b.*\bfrom (?:the )?"
+    r"(?:percent(?:age)?s?|%)"
+)
+_DERIVED_SDS = re.compile(
+    rf"(?i)\b{_SOURCES}\b.*\b{_WORKED}\b.*\b{_SD}\b|\b{_WORKED}\b.*\b{_SD}\b.*\bfrom\b[^.;]*?\b{_SOURCES}\b"
+    rf"|\b{_SD}\b.*\b{_WORKED}\b.*\bfrom\b[^.;]*?\b{_SOURCES}\b|\b{_SOURCES}\b.*\bconverted to {_SD}\b"
+)
+# a median (with its IQR or range) written where the mean and SD go: neither written as asked nor derived
+_MEDIAN = re.compile(r"(?i)\bmedians?\b|\bIQ(?:R|s)?\b|\binter-?quartile|\bIQ (?:range|scores?)")
 
 
 def is_yun_row(data: dict[str, Any]) -> bool:
@@ -45,6 +58,13 @@ def derived_fields(row: dict[str, Any]) -> set[str]:
     return derived
 
 
+def median_fields(row: dict[str, Any]) -> set[str]:
+    """The fields of a Yun row whose notes say a median and IQR (or range) stand where the mean and SD go."""
+    if _MEDIAN.search(str(row.get("notes") or "")):
+        return {"mean_intervention", "sd_intervention", "mean_comparator", "sd_comparator"}
+    return set()
+
+
 def yun_values(row: dict[str, Any]) -> list[dict[str, Any]]:
     """A Yun row as gold lines of the ``outcomes`` group (a null is "not reported": kept, so a value extracted where
     the paper reports none counts as wrong)."""
@@ -52,7 +72,7 @@ def yun_values(row: dict[str, Any]) -> list[dict[str, Any]]:
     document = pdf.rsplit("/", 1)[-1] if pdf else f"PMC{row['pmcid']}.pdf"
     entry = {"outcome": row["outcome"], "intervention": row.get("intervention"), "comparator": row.get("comparator")}
     columns = {**_ARMS, **_SIZES.get(str(row.get("outcome_type")), {})}
-    derived = derived_fields(row)
+    derived, medians = derived_fields(row), median_fields(row)
     kind = str(row.get("outcome_type") or "")
     wanted = {  # an arm's events belong to a binary outcome, its mean and SD to a continuous one
         "binary": ("events_", "total_"),
@@ -66,6 +86,7 @@ def yun_values(row: dict[str, Any]) -> list[dict[str, Any]]:
             "field": field,
             "value": row.get(column),
             "derived": field in derived,
+            "median": field in medians,
         }
         for column, field in columns.items()
         if field.startswith(wanted)

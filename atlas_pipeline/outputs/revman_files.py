@@ -30,18 +30,16 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.outputs.analysis_files import GROUP, RATIOS
+from atlas_pipeline.outputs.analysis_files import RATIOS, Entry, arm_rows, entry_key
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.outputs.workbook import neutralise_text
-from atlas_pipeline.review.decisions import same_value
-from atlas_pipeline.review.study_values import StudyValue, entry_label
 
 REVMAN_STEMS = {
     "study_information": "atlas_revman_study_information",
@@ -237,17 +235,24 @@ def _value(study: Study, name: str) -> Any:
     return None if value is None or value.state == "conflict" else value.value
 
 
-def _evidence(row: dict, cells: Iterable[str]) -> str:
+def _footnote(entry: Entry | None, row: dict, cells: dict[str, str]) -> str:
+    """Where each number of a result row comes from: its report, its quote or its derivation's arithmetic."""
     said = []
-    for cell in cells:
-        if row.get(cell) is None:
+    for column, name in cells.items():
+        cell = entry.cells.get(name) if entry is not None else None
+        if cell is None or cell.value is None:
             continue
-        source, evidence = row.get(f"{cell}_source") or "", row.get(f"{cell}_evidence") or ""
-        if source.startswith("derived"):
-            said.append(f"{cell} derived: {evidence}")
-        elif evidence:
-            said.append(f'{cell} "{_short(evidence)}"')
-    return f"Atlas {row['document_key']} entry {row['entry']}" + (": " + "; ".join(said) if said else "")
+        where = f"{cell.document} {cell.field}"
+        if cell.derived:
+            said.append(f"{column} derived ({cell.derived}) from {where}: {cell.evidence or ''}".strip())
+        elif cell.evidence:
+            said.append(f'{column} "{_short(cell.evidence)}" ({where})')
+        else:
+            said.append(f"{column} ({where}, no quote)")
+    head = f"Atlas study {row['study_id']}"
+    if row.get("note"):
+        head += f" ({row['note']})"
+    return head + (": " + "; ".join(said) if said else "")
 
 
 def _empty(study: str, outcome: str, data_type: str) -> dict:
@@ -258,156 +263,72 @@ def _empty(study: str, outcome: str, data_type: str) -> dict:
     }
 
 
-# the template fields an arm-table cell comes from, in the order ``analysis_files.arm_rows`` takes them
-CELL_FIELDS = {
-    "n": ("n_{arm}", "total_{arm}"),
-    "events": ("events_{arm}",),
-    "mean": ("mean_{arm}",),
-    "sd": ("sd_{arm}",),
-}
-COMPARISON_FIELDS = ("effect_measure", "effect_estimate", "ci_lower", "ci_upper")
-
-
-def _study_key(report: DocumentState, entry: int, field: str, identity: Sequence[str]) -> str | None:
-    """The study field an entry's field is reconciled under (``study_values.report_values``'s naming)."""
-    review = report.current_review
-    if review is None:
-        return None
-
-    def accepted(name: str) -> Any:
-        final = review.fields.get(name)
-        ok = final is not None and final.decided and final.provenance != "rejected"
-        return final.final_value if ok else None
-
-    named = {key: accepted(f"{GROUP}[{entry}].{key}") for key in identity}
-    if not any(value is not None for value in named.values()):
-        return None
-    return f"{entry_label(GROUP, named)}.{field}"
-
-
-def _study_says(
-    study: Study, report: DocumentState, entry: int, fields: Iterable[str], identity: Sequence[str]
-) -> StudyValue | None:
-    """What the study makes of this report's value of a cell: None (the report's value stands: one report, or all
-    agree), else the study's :class:`StudyValue` — in conflict, or another report's value chosen."""
-    for field in fields:
-        key = _study_key(report, entry, field, identity)
-        value = study.values.get(key) if key else None
-        if value is not None and report.key in value.reports:
-            return value
-    return None
-
-
-def reconciled(study: Study, rows: list[dict], identity: Sequence[str]) -> tuple[list[dict], list[str]]:
-    """The study's arm rows with each cell the study's value: a cell whose reports disagree with no person's choice
-    yet, or whose value a person took from another report, is emptied (the other report's row gives the chosen one);
-    returns the rows and what was withheld."""
-    reports = {report.key: report for report in study.reports}
-    out, withheld = [], []
-    for row in rows:
-        report, row = reports.get(row["document_key"]), dict(row)
-        if report is None or len(study.reports) < 2:
-            out.append(row)
-            continue
-        cells = {cell: [name.format(arm=row["arm"]) for name in names] for cell, names in CELL_FIELDS.items()}
-        for cell, fields in cells.items():
-            said = _study_says(study, report, row["entry"], fields, identity)
-            if (
-                row[cell] is not None
-                and said is not None
-                and (said.state == "conflict" or not same_value(said.value, row[cell]))
-            ):
-                why = "reports disagree" if said.state == "conflict" else f"{said.source}'s value chosen"
-                withheld.append(f"{row['document_key']} entry {row['entry']} {row['arm']} {cell} ({why})")
-                row[cell] = None
-        for field in COMPARISON_FIELDS:
-            said = _study_says(study, report, row["entry"], [field], identity)
-            if said is not None and (said.state == "conflict" or not same_value(said.value, row[field])):
-                row["effect_measure"] = None  # no comparison from this report: its numbers are not the study's
-        out.append(row)
-    return out, withheld
-
-
-def _whole(value: float | None) -> int | None:
-    return round(value) if value is not None and abs(value - round(value)) < 1e-9 else None
-
-
 def study_result_rows(
-    studies: list[Study], labels: dict[str, str], arms: dict, identity: Sequence[str] = ()
+    studies: list[Study], labels: dict[str, str], escalc: dict[str, list[dict]], entries: list[Entry]
 ) -> list[dict]:
     """Arm-level rows (one per arm with its numbers) and contrast-level rows (one per comparison with an estimate
-    and its CI), from the study's values (:func:`reconciled`); when two rows give one outcome and arm (two entries
-    of one report), the first is written and the other named in its footnote."""
-    rows: list[dict] = []
-    for study in studies:
-        written: dict[tuple, dict] = {}
-        sources: dict[tuple, set[str]] = {}
-        mine, _ = reconciled(study, arms.get(study.id, []), identity)
-        for row in mine:
-            label, outcome, arm = labels[study.id], _outcome(row), _arm(row)
-            n, events = _whole(row["n"]), _whole(row["events"])
-            if n is not None and events is not None and 0 <= events <= n:  # the counts escalc takes too
-                result = _empty(label, outcome, "Dichotomous") | {
-                    "Arm": arm,
-                    "Sample size": str(n),
-                    "Cases": str(events),
-                    "Footnotes": _evidence(row, ("n", "events")),
-                }
-                _add(written, sources, ("arm", outcome, "Dichotomous", arm, row["arm"]), result, row)
-            elif None not in (row["mean"], row["sd"], row["n"]):
-                result = _empty(label, outcome, "Continuous") | {
-                    "Arm": arm,
-                    "Sample size": _number(row["n"]),
-                    "Mean": _number(row["mean"]),
-                    "SD": _number(row["sd"]),
-                    "Footnotes": _evidence(row, ("n", "mean", "sd")),
-                }
-                _add(written, sources, ("arm", outcome, "Continuous", arm, row["arm"]), result, row)
-            if row["arm"] == "intervention":
-                _add_contrast(written, sources, row, label, outcome, mine)
-        rows += written.values()
-    return rows
+    and its CI), from the very escalc rows metafor reads — each study entry once, so that RevMan and metafor are
+    handed the same numbers; a contrast already given by arm-level data is not written again."""
+    by_entry = {(e.study_id, e.document_key, e.entry, e.identity.get("outcome")): e for e in entries}
+    ours = {study.id for study in studies}
+    rows: dict[str, list[dict]] = {study.id: [] for study in studies}
+    arm_level: set[tuple] = set()
+
+    for row in escalc["dichotomous"]:
+        if row["study_id"] not in ours:
+            continue
+        entry, label, outcome = by_entry.get(entry_key(row)), labels[row["study_id"]], _outcome(row)
+        arm_level.add(entry_key(row))
+        for arm, cases, size in (("intervention", "ai", "n1i"), ("comparator", "ci", "n2i")):
+            names = {
+                "Cases": f"events_{arm}",
+                "Sample size": f"total_{arm}" if _has(entry, f"total_{arm}") else f"n_{arm}",
+            }
+            rows[row["study_id"]].append(
+                _empty(label, outcome, "Dichotomous")
+                | {"Arm": _arm_name(row, arm), "Sample size": str(row[size]), "Cases": str(row[cases])}
+                | {"Footnotes": _footnote(entry, row, names)}
+            )
+    for row in escalc["continuous"]:
+        if row["study_id"] not in ours:
+            continue
+        entry, label, outcome = by_entry.get(entry_key(row)), labels[row["study_id"]], _outcome(row)
+        arm_level.add(entry_key(row))
+        change = "_change" if row["values"] != "final" else ""
+        outcome += " (change from baseline)" if change else ""
+        for arm, mean, sd, size in (("intervention", "m1i", "sd1i", "n1i"), ("comparator", "m2i", "sd2i", "n2i")):
+            names = {"Mean": f"mean{change}_{arm}", "SD": f"sd{change}_{arm}"}
+            names["Sample size"] = f"n_{arm}" if _has(entry, f"n_{arm}") else f"total_{arm}"
+            rows[row["study_id"]].append(
+                _empty(label, outcome, "Continuous")
+                | {"Arm": _arm_name(row, arm), "Sample size": str(row[size])}
+                | {"Mean": _number(row[mean]), "SD": _number(row[sd]), "Footnotes": _footnote(entry, row, names)}
+            )
+    for row in escalc["generic"]:
+        if row["study_id"] not in ours or entry_key(row) in arm_level or row["measure"] not in EFFECT_MEASURES:
+            continue
+        entry, label, outcome = by_entry.get(entry_key(row)), labels[row["study_id"]], _outcome(row)
+        measure = row["measure"]
+        data_type = "Continuous" if measure in CONTINUOUS_MEASURES else "Dichotomous"
+        columns = ("Exp mean", "Exp CI start", "Exp CI end") if measure in RATIOS else ("Mean", "CI start", "CI end")
+        numbers = (row["estimate"], row["ci_lower"], row["ci_upper"])
+        names = dict(zip(columns, ("effect_estimate", "ci_lower", "ci_upper"), strict=True))
+        rows[row["study_id"]].append(
+            _empty(label, outcome, data_type)
+            | {"Effect measure": EFFECT_MEASURES[measure], "Arm": _arm_name(row, "intervention")}
+            | {"Reference arm": _arm_name(row, "comparator"), "CI level": _number(row["ci_level"] or 95)}
+            | {column: _number(value) for column, value in zip(columns, numbers, strict=True)}
+            | {"Footnotes": _footnote(entry, row, names)}
+        )
+    return [row for study in studies for row in rows[study.id]]
 
 
-def _add(written: dict[tuple, dict], sources: dict[tuple, set[str]], key: tuple, result: dict, row: dict) -> None:
-    """The first row of a key is written; another is named in its footnote so that no value is dropped unseen."""
-    source = f"{row['document_key']} entry {row['entry']}"
-    if key not in written:
-        written[key], sources[key] = result, {source}
-    elif source not in sources[key]:
-        sources[key].add(source)
-        written[key]["Footnotes"] += f" (also given by {source}, not written)"
+def _has(entry: Entry | None, name: str) -> bool:
+    return entry is not None and entry.number(name) is not None
 
 
-def _add_contrast(
-    written: dict[tuple, dict], sources: dict[tuple, set[str]], row: dict, label: str, outcome: str, rows: list[dict]
-) -> None:
-    measure = row.get("effect_measure")
-    numbers = (row.get("effect_estimate"), row.get("ci_lower"), row.get("ci_upper"))
-    if measure not in EFFECT_MEASURES or None in numbers:
-        return
-    reference = next(
-        (
-            _arm(other)
-            for other in rows
-            if other["document_key"] == row["document_key"]
-            and other["entry"] == row["entry"]
-            and other["arm"] == "comparator"
-        ),
-        "Comparator",
-    )
-    data_type = "Continuous" if measure in CONTINUOUS_MEASURES else "Dichotomous"
-    columns = ("Exp mean", "Exp CI start", "Exp CI end") if measure in RATIOS else ("Mean", "CI start", "CI end")
-    result = _empty(label, outcome, data_type) | {
-        "Effect measure": EFFECT_MEASURES[measure],
-        "Arm": _arm(row),
-        "Reference arm": reference,
-        "CI level": "95",
-        **{column: _number(value) for column, value in zip(columns, numbers, strict=True)},
-        "Footnotes": f"Atlas {row['document_key']} entry {row['entry']}: {measure} and its 95% CI "
-        f"({row.get('comparison_source') or 'final values'})",
-    }
-    _add(written, sources, ("contrast", outcome, measure, result["Arm"], reference), result, row)
+def _arm_name(row: dict, arm: str) -> str:
+    return _text(row.get(arm)) or arm.capitalize()
 
 
 def rob_domains(template: Template) -> list[tuple[str, str]]:
@@ -479,27 +400,30 @@ def _extracted(report: DocumentState) -> bool:
 
 
 def revman_files(
-    studies: list[Study], template: Template | None, arm_rows: list[dict], secrets: list[str] | None = None
+    studies: list[Study],
+    template: Template | None,
+    entries: list[Entry],
+    escalc: dict[str, list[dict]],
+    secrets: list[str] | None = None,
 ) -> dict[str, bytes]:
-    """The four import files (stem → bytes) for ``studies`` and the arm table's rows (``analysis_files.arm_rows``);
-    a study none of whose reports went through extraction (failed, skipped, pending) is not one to import. Without a
-    template there are no values: the files hold their headers. ``secrets`` are masked in every cell."""
+    """The four import files (stem → bytes) for ``studies``, their entries (``analysis_files.study_entries``) and
+    the escalc rows made from them; a study none of whose reports went through extraction (failed, skipped, pending)
+    is not one to import. Without a template there are no values: the files hold their headers. ``secrets`` are
+    masked in every cell."""
     studies = [s for s in studies if any(_extracted(report) for report in s.reports)]
     studies = studies if template is not None else []
     labels = study_labels(studies)
     studies = sorted(studies, key=lambda study: labels[study.id].casefold())
     by_study: dict[str, list[dict]] = {}
-    for row in arm_rows:
+    for row in arm_rows(entries):
         by_study.setdefault(row["study_id"], []).append(row)
-    group = next((g for g in template.groups if g.name == GROUP), None) if template else None
-    identity = list(group.identity) if group else []
     return {
         REVMAN_STEMS["study_information"]: csv_bytes(
             STUDY_INFORMATION_COLUMNS, study_information_rows(studies, template, labels, by_study), secrets
         ),
         REVMAN_STEMS["study_arms"]: csv_bytes(STUDY_ARMS_COLUMNS, study_arm_rows(studies, labels, by_study), secrets),
         REVMAN_STEMS["study_results"]: csv_bytes(
-            STUDY_RESULTS_COLUMNS, study_result_rows(studies, labels, by_study, identity), secrets
+            STUDY_RESULTS_COLUMNS, study_result_rows(studies, labels, escalc, entries), secrets
         ),
         REVMAN_STEMS["risk_of_bias"]: csv_bytes(
             rob_columns(template) if template else ("Study",), risk_of_bias_rows(studies, template, labels), secrets

@@ -24,6 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.p_values import parse_p
+from atlas_pipeline.core.plausibility import value_problem
 from atlas_pipeline.core.templates import TemplateField, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.review.person_quotes import QuoteCheck, check_quote
@@ -122,6 +124,11 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
     if raw is None or raw == "":
         raise DecisionRefused("a correction needs a value (reject the field if the document does not report it)")
     kind = field.type if field else "string"
+    if kind == "number" and field is not None and field.name.startswith("p_value") and isinstance(raw, str):
+        written = parse_p(raw)
+        if written is not None and not written.exact and written.value is not None:
+            _plausible(field, written.value)
+            return str(written)  # a threshold keeps its sign: "<0.001" is data, never the number 0.001
     try:
         if kind in ("integer", "number"):
             if isinstance(raw, bool):
@@ -130,10 +137,10 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
             if not math.isfinite(number):
                 raise ValueError
             if kind == "number":
-                return float(number)
+                return _plausible(field, float(number))
             if float(number) != int(number):
                 raise ValueError
-            return int(number)
+            return _plausible(field, int(number))
         if kind == "boolean":
             if isinstance(raw, bool):
                 return raw
@@ -174,6 +181,14 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
         }[kind]
         raise DecisionRefused(f"{raw!r} is not {expected}") from None
     return str(raw)
+
+
+def _plausible(field: TemplateField | None, number: float | int) -> float | int:
+    """The number, or ``DecisionRefused`` when it cannot be what the field is (``core.plausibility``)."""
+    problem = value_problem(field.name, number) if field is not None else None
+    if problem is not None:
+        raise DecisionRefused(problem)
+    return number
 
 
 def now_stamp() -> str:
@@ -254,8 +269,9 @@ def decide(
     if action not in ACTIONS:
         raise DecisionRefused(f"unknown decision {action!r}: use approve, correct or reject")
     extracted = record.values().get(field)
-    if proposed is not None and extracted is not None and extracted.get("value") is None:
-        extracted = {**extracted, "value": proposed.get("value"), "tier": proposed.get("tier")}
+    if proposed is not None and (extracted is None or extracted.get("value") is None):
+        # a value the review proposes where no model gave one (a derived value), in every mode: decided on as shown
+        extracted = {**(extracted or {}), "value": proposed.get("value"), "tier": proposed.get("tier")}
     if extracted is not None and extracted.get("tier") == NOT_EXTRACTED and action == "approve":
         raise DecisionRefused(
             f"no value was extracted for {field}: enter the value found in the document (correct), or reject it as "

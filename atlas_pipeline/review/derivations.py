@@ -20,12 +20,11 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from atlas_pipeline.core.conversions import CAUTIONED, FORMULAS, ConversionError
+from atlas_pipeline.core.p_values import exactness
 from atlas_pipeline.core.templates import DerivationRule, Template, TemplateModule, entry_field_name, entry_field_parts
 
 ACCEPTED = frozenset({"model_verified", "reviewer_approved", "reviewer_corrected", "reviewer_added"})
 DERIVED_TIER = "derived"
-# a p value written as a bound ("p < 0.05") is not exact: no t value corresponds to it
-_P_BOUND = re.compile(r"[pP]\s*(?:value)?\s*[<>≤≥]|[<>≤≥]\s*0?\.\d")
 
 
 class FinalField(Protocol):
@@ -130,13 +129,24 @@ def _derive(
     if held:
         said = ", ".join(f"{name(bare)} is {fields[bare].provenance.replace('_', ' ')}" for bare in held)
         return DerivedValue(**base, state="refused", inputs=inputs, reason=f"not from an unaccepted input: {said}")
-    arguments: dict[str, float] = {}
     for role, spec in rule.inputs.items():
-        parts = [_number(fields[part.strip()].final_value) for part in spec.split(" - ")]
-        arguments[role] = parts[0] - parts[1] if len(parts) == 2 else parts[0]
-        if role == "p" and _P_BOUND.search(_quote(fields[spec.strip()]) or ""):
-            reason = f"{name(spec.strip())} is written as a bound, not an exact p: no t value corresponds to it"
-            return DerivedValue(**base, state="refused", inputs=inputs, reason=reason)
+        if role == "p":  # a threshold ("p < 0.001") is no number to compute with, wherever it says so
+            final = fields[spec.strip()]
+            why = exactness(final.final_value, [final.corrected_quote, final.quote])
+            if why is not None:
+                reason = f"{name(spec.strip())}: {why}"
+                return DerivedValue(**base, state="refused", inputs=inputs, reason=reason)
+    arguments: dict[str, float] = {}
+    try:
+        for role, spec in rule.inputs.items():
+            parts = [_number(fields[part.strip()].final_value) for part in spec.split(" - ")]
+            arguments[role] = parts[0] - parts[1] if len(parts) == 2 else parts[0]
+    except ValueError:
+        return DerivedValue(**base, state="refused", inputs=inputs, reason="an input is not a number")
+    for role, field in rule.optional.items():
+        final = fields.get(field)
+        if final is not None and final.provenance in ACCEPTED and _has_value(final):
+            arguments[role] = _number(final.final_value)
     try:
         conversion = FORMULAS[rule.formula](**arguments)
     except (ConversionError, ValueError) as error:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from atlas_pipeline.core.plausibility import entry_problems
 from atlas_pipeline.core.templates import TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.review.decisions import value_text
 
@@ -111,3 +112,24 @@ def grid_edits(group: str, form: Mapping[str, Any]) -> tuple[list[CellEdit], dic
         if value != was:
             edits.append(CellEdit(entry_field_name(group, int(entry), bare), bare, value, was))
     return edits, new_row
+
+
+def _prefix(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "[" in name else ""
+
+
+def entry_refusal(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> str | None:
+    """Why the changes (record field name → new value, None for an emptied cell) would leave an entry — or the single
+    fields — inconsistent (more events than participants, an estimate outside its CI …: ``core.plausibility``), or
+    None. ``fields``: the document's final fields now; a value nobody accepted yet counts as the model gave it."""
+    for prefix in dict.fromkeys(_prefix(name) for name in changes):
+        values: dict[str, Any] = {}
+        for name, final in fields.items():
+            if _prefix(name) == prefix and final.provenance != "rejected":
+                values[name.rsplit(".", 1)[-1]] = final.final_value if final.decided else final.model_value
+        changed = {name.rsplit(".", 1)[-1] for name in changes if _prefix(name) == prefix}
+        values |= {name.rsplit(".", 1)[-1]: value for name, value in changes.items() if _prefix(name) == prefix}
+        for names, problem in entry_problems(values):
+            if changed & set(names):
+                return f"{prefix or 'the document'}: {problem}"
+    return None

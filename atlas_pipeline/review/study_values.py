@@ -56,32 +56,66 @@ class StudyValue(BaseModel):
     note: str = ""
 
 
+def _label_text(value: object) -> str:
+    """An identity value as it names an entry: spacing folded, so that two people typing one outcome name one entry."""
+    return " ".join(value_text(value).split())
+
+
 def entry_label(group: str, identity: Mapping[str, object]) -> str:
     """A group entry named by what it is, the same in every report: ``outcomes[Duration of diarrhea | 24 h | …]``."""
-    return f"{group}[{' | '.join(value_text(value) for value in identity.values())}]"
+    return f"{group}[{' | '.join(_label_text(value) for value in identity.values())}]"
 
 
-def report_values(review: DocumentReview | None, template: Template) -> dict[str, object]:
-    """A report's accepted values by study field name (single fields by name, entries by their identity)."""
+def report_fields(review: DocumentReview | None, template: Template, report: str) -> dict[str, dict[str, str]]:
+    """Where a report's accepted values are: source → study field name → the record's field name.
+
+    A source is the report itself, or ``"<report> entry <n>"`` for each of several entries of one group that name
+    the same entry (two people who typed the same outcome): each is then a candidate for the study's one entry,
+    compared like the reports are. An entry is named by its identity values (accepted, or as the model gave them
+    while awaiting review: a name, not a number the analysis reads); an entry with none is named by its number.
+    """
     if review is None:
         return {}
-    accepted = {
-        name: final.final_value
-        for name, final in review.fields.items()
-        if final.decided and final.provenance != "rejected" and final.final_value is not None
-    }
-    values: dict[str, object] = {}
+
+    def accepted(name: str) -> bool:
+        final = review.fields.get(name)
+        return final is not None and final.decided and final.provenance != "rejected" and final.final_value is not None
+
+    def label_value(name: str) -> object:
+        final = review.fields.get(name)
+        if final is None or final.provenance == "rejected":
+            return None
+        return final.final_value if final.final_value is not None else final.model_value
+
     identities = {group.name: list(group.identity) for group in template.groups}
-    for name, value in accepted.items():
+    single: dict[str, str] = {}
+    entries: dict[tuple[str, int], dict[str, str]] = {}  # (group, entry) → bare field → the record's name
+    labels: dict[tuple[str, int], str] = {}
+    for name in review.fields:
         group, entry, bare = entry_field_parts(name)
         if entry is None:
-            values[name] = value
+            if accepted(name):
+                single[name] = name
             continue
-        identity = {key: accepted.get(f"{group}[{entry}].{key}") for key in identities.get(group, [])}
-        if bare in identity or not any(v is not None for v in identity.values()):
-            continue  # the identity itself names the entry; an entry with none cannot be matched across reports
-        values[f"{entry_label(group, identity)}.{bare}"] = value
-    return values
+        if (group, entry) not in labels:
+            identity = {key: label_value(f"{group}[{entry}].{key}") for key in identities.get(group, [])}
+            named = any(value not in (None, "") for value in identity.values())
+            labels[(group, entry)] = entry_label(group, identity) if named else f"{group}[#{entry} of {report}]"
+        if bare not in identities.get(group, []) and accepted(name):
+            entries.setdefault((group, entry), {})[bare] = name
+    sources: dict[str, dict[str, str]] = {report: single}
+    by_label: dict[str, list[tuple[str, int]]] = {}
+    first: dict[str, str] = {}  # folded label → the label as first written
+    for key in sorted(labels, key=lambda item: item[1]):
+        folded = labels[key].casefold()
+        first.setdefault(folded, labels[key])
+        by_label.setdefault(folded, []).append(key)
+    for folded, found in by_label.items():
+        for group, entry in found:
+            source = report if len(found) == 1 else f"{report} entry {entry}"
+            named = {f"{first[folded]}.{bare}": record for bare, record in entries.get((group, entry), {}).items()}
+            sources.setdefault(source, {}).update(named)
+    return sources
 
 
 def reconcile(

@@ -10,8 +10,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from atlas_pipeline.outputs.analysis_files import arm_rows
+from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
 from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg
+from atlas_pipeline.outputs.study_report import studies
+from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.review_page.page_state import ReviewPage
 
 
@@ -21,7 +23,8 @@ def _evidence(effect: Effect) -> str:
 
 def analysis(request: Request, templates: Jinja2Templates) -> Response:
     page: ReviewPage = request.app.state.page
-    arms = arm_rows(page.states(), page.template())
-    plots = [(plot, Markup(forest_svg(plot, link=_evidence))) for plot in forest_plots(arms)]
-    context = {"plots": plots, "arms": len(arms), "reviewer": page.reviewer(request)}
+    template = page.template()
+    entries, excluded = study_entries(studies(page.states(), template, load_choices(page.store)), template)
+    plots = [(plot, Markup(forest_svg(plot, link=_evidence))) for plot in forest_plots(escalc_rows(entries))]
+    context = {"plots": plots, "arms": 2 * len(entries), "excluded": excluded, "reviewer": page.reviewer(request)}
     return templates.TemplateResponse(request, "analysis.html", context)

@@ -47,7 +47,7 @@ from atlas_pipeline.review.decisions import (
     withdraw,
 )
 from atlas_pipeline.review.derivations import DERIVED_TIER
-from atlas_pipeline.review.entry_grid import grid_edits
+from atlas_pipeline.review.entry_grid import entry_refusal, grid_edits
 from atlas_pipeline.review.evidence import find_in_document, page_words, render_page
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.person_quotes import document_scope
@@ -254,6 +254,14 @@ async def decision(request: Request) -> Response:
     template = page.template()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
     try:
+        if form.get("action") == "correct" and str(form.get("value") or "").strip():
+            value = coerce_value(form.get("value"), template.field_definition(field))
+            review = review_document(
+                record, load_decisions(page.store, key), page.deployment.accepted_tiers(), page.deployment.derivations()
+            )
+            refusal = entry_refusal(review.fields if review else {}, {field: value})
+            if refusal:
+                raise DecisionRefused(refusal)
         decide(
             page.store,
             record,
@@ -337,8 +345,10 @@ def _check_entry(group, given: dict[str, str]) -> list:
     values = [(field, given[field.name]) for field in group.fields if given.get(field.name)]
     if not any(field.name == group.identity[0] for field, _ in values):
         raise DecisionRefused(f"a new {group.name} entry needs at least its {group.identity[0]}")
-    for field, value in values:
-        coerce_value(value, field)
+    typed = {f"{group.name}[0].{field.name}": coerce_value(value, field) for field, value in values}
+    refusal = entry_refusal({}, typed)
+    if refusal:
+        raise DecisionRefused(refusal.replace(f"{group.name}[0]", f"the new {group.name} entry"))
     return values
 
 
@@ -421,11 +431,21 @@ async def save_grid(request: Request) -> Response:
     definitions = {field.name: field for field in group.fields}
     shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))
     try:
+        review = review_document(
+            record, load_decisions(page.store, key), page.deployment.accepted_tiers(), page.deployment.derivations()
+        )
+        fields = review.fields if review else {}
+        entries = {entry_field_parts(name)[1] for name in fields if entry_field_parts(name)[0] == group.name}
+        changes = {}
         for edit in edits:
             if edit.bare not in definitions:
                 raise DecisionRefused(f"{group.name} has no field {edit.bare!r}")
-            if edit.value:
-                coerce_value(edit.value, definitions[edit.bare])
+            if entry_field_parts(edit.field)[1] not in entries:
+                raise DecisionRefused(f"{key} has no entry {entry_field_parts(edit.field)[1]} of {group.name}")
+            changes[edit.field] = coerce_value(edit.value, definitions[edit.bare]) if edit.value else None
+        refusal = entry_refusal(fields, changes)
+        if refusal:
+            raise DecisionRefused(refusal)
         if new_row:
             _check_entry(group, new_row)  # the new row too, before any cell is recorded
         for edit in edits:

@@ -9,6 +9,7 @@ import dagster as dg
 import atlas_pipeline.defs.aggregate_assets as aggregate_assets
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.defs.run_history import aggregate_facts
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.planning import aggregates_missed
@@ -28,8 +29,8 @@ def test_a_review_landing_during_the_aggregates_is_caught_up(
     defs = build_definitions(settings)
     sensor = defs.resolve_sensor_def("aggregates_freshness_sensor")
 
-    def tick() -> dg.SensorResult:
-        return sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+    def tick(resource=AtlasResource.from_settings(settings)) -> dg.SensorResult:
+        return sensor(dg.build_sensor_context(instance=instance, definitions=defs, resources={"atlas": resource}))
 
     document_job, review_job = defs.resolve_job_def("document_job"), defs.resolve_job_def("review_job")
     aggregates_job = defs.resolve_job_def("aggregates_job")
@@ -62,3 +63,11 @@ def test_a_review_landing_during_the_aggregates_is_caught_up(
     monkeypatch.setattr(aggregate_assets, "write_exports", write_exports)
     assert aggregates_job.execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG).success
     assert aggregates_missed(aggregate_facts(instance), now=time.time()) is None and tick().run_requests == []
+
+    # the team changes its acceptance policy (the code location restarts with it): the exports follow, once
+    other = AtlasResource.from_settings(settings_for(knowledge_base, review_accept_tiers="verified,derived"))
+    requests = tick(other).run_requests
+    assert [r.job_name for r in requests] == ["aggregates_job"] and requests[0].run_key.startswith("policy:")
+    changed = build_definitions(settings_for(knowledge_base, review_accept_tiers="verified,derived"))
+    assert changed.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    assert tick(other).run_requests == []

@@ -44,9 +44,9 @@ def test_the_estimate_comes_before_anything_is_sent_and_matches_what_is_used(
     assert llm_server.requests() == []  # nothing sent
     assert not (tmp_path / "artifacts" / "parsed").exists()  # nothing parsed either
     requests, cached, prompt_guess, _ = _estimated(first.stdout)
-    # guessed from the template (30 values, outcome entries of 24 fields): longer than ATLAS_LLM_MAX_TOKENS, so cut
-    # once and asked in three parts, each sending the text again
-    assert (requests, cached) == (4, 0)
+    # guessed from the template (30 values, outcome entries of 50 fields — medians, quartiles, group CIs, change
+    # scores …): longer than ATLAS_LLM_MAX_TOKENS, so cut once and asked in four parts, each sending the text again
+    assert (requests, cached) == (5, 0)
     prompt_guess //= requests
     assert "not parsed yet: its words read quickly" in first.stdout
     assert "no earlier extraction here to learn from" in first.stdout

@@ -13,14 +13,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.outputs.analysis_files import read_escalc
 from atlas_pipeline.outputs.forest_plots import dersimonian_laird, forest_plots
 from atlas_pipeline.review.final_values import DocumentReview
+from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.browser import browser_page, shoot
 from atlas_pipeline_tests.support.corpus import CORPUS, copy_into
@@ -196,12 +197,16 @@ def test_counts_derived_from_written_percentages_reach_the_exports_and_r(derived
     hospital = arms["1", "intervention"]
     assert float(hospital["events"]) == 25 and hospital["events_source"] == "derived (model_verified)"
     assert hospital["events_evidence"] == "events = round(% × n / 100) = round(42 × 59 / 100) = round(24.78) = 25"
-    assert float(hospital["n"]) == 59 and hospital["n_source"] == "model_verified" and hospital["n_evidence"] == SIZES
+    assert float(hospital["total"]) == 59 and hospital["total_source"] == "model_verified"
+    assert hospital["total_evidence"] == SIZES and hospital["n"] == ""  # the outcome's total, not a continuous n
+    assert (
+        hospital["derived"] == "intervention events: events_from_percentage; comparator events: events_from_percentage"
+    )
     assert float(arms["1", "comparator"]["events"]) == 39
     assert (float(arms["2", "intervention"]["events"]), float(arms["2", "comparator"]["events"])) == (20, 25)
     # never from an unaccepted input: the control group's size of entry 3 awaits a person, so no count, no n
     refused = arms["3", "comparator"]
-    assert refused["events"] == "" and refused["n"] == "" and refused["events_source"] == ""
+    assert refused["events"] == "" and refused["total"] == "" and refused["events_source"] == ""
     assert float(arms["3", "intervention"]["events"]) == 20  # its own inputs are accepted
 
     with (exports / "atlas_escalc_dichotomous.csv").open() as handle:
@@ -227,8 +232,7 @@ def test_counts_derived_from_written_percentages_reach_the_exports_and_r(derived
     assert extracted[1] == pytest.approx(from_gold[1], abs=1e-9)
     assert extracted[0] < 0  # fewer events with the program
     # the forest plots' own pooling (DerSimonian-Laird, as RevMan) is metafor's rma(method = "DL") on the same rows
-    arms = pl.read_parquet(exports / "atlas_arms.parquet").to_dicts()
-    effects = [effect for plot in forest_plots(arms) for effect in plot.effects]
+    effects = [effect for plot in forest_plots(read_escalc(Store(str(exports)))) for effect in plot.effects]
     assert sorted(effect.entry for effect in effects) == [1, 2]  # entry 3's comparator waits for a person: not plotted
     pooled, r_dl = dersimonian_laird(effects), _fit(exports / "atlas_escalc_dichotomous.csv", "DL")
     assert pooled.estimate == pytest.approx(r_dl[0], abs=1e-8) and pooled.se == pytest.approx(r_dl[1], abs=1e-8)
@@ -308,11 +312,9 @@ def test_revman_web_import_files_have_revmans_layout_and_the_final_values(derive
     hospital = rows["Hospitalization or death (12 months)", "self-management program"]
     assert (hospital["Data type"], hospital["Sample size"], hospital["Cases"]) == ("Dichotomous", "59", "25")
     # the derived count says how it was derived, the group size where it is written
-    assert (
-        "events derived: events = round(% × n / 100) = round(42 × 59 / 100) = round(24.78) = 25"
-        in (hospital["Footnotes"])
-    )
-    assert f'n "{SIZES}' in hospital["Footnotes"] and KEY in hospital["Footnotes"]
+    derived = f"Cases derived (events_from_percentage) from {KEY} outcomes[1].events_intervention: events = round("
+    assert derived + "% × n / 100) = round(42 × 59 / 100) = round(24.78) = 25" in hospital["Footnotes"]
+    assert f'Sample size "{SIZES}" ({KEY} outcomes[1].total_intervention)' in hospital["Footnotes"]
     control = rows["Hospitalization or death (12 months)", "usual care"]
     assert (control["Sample size"], control["Cases"]) == ("64", "39")
     # the same numbers as the escalc file R fits: RevMan and metafor analyse the same final values
@@ -321,9 +323,10 @@ def test_revman_web_import_files_have_revmans_layout_and_the_final_values(derive
     cardiac = escalc["Cardiac hospitalization"]
     assert rows["Cardiac hospitalization (12 months)", "self-management program"]["Cases"] == cardiac["ai"]
     assert rows["Cardiac hospitalization (12 months)", "usual care"]["Cases"] == cardiac["ci"]
-    # never from an unaccepted input: entry 3's control group awaits a person, so only its intervention arm is there
+    # never from an unaccepted input: entry 3's control group awaits a person, so its 2×2 table is incomplete —
+    # neither arm is written (metafor cannot use half a table, and RevMan is handed what metafor is)
     end_of_study = [r["Arm"] for r in results if r["Outcome"] == "Cardiac hospitalization (end of study)"]
-    assert end_of_study == ["self-management program"]
+    assert end_of_study == []
 
     raw, rob = _revman(exports, "risk_of_bias")
     header = _header(raw).decode("utf-8-sig").split(",")
@@ -366,3 +369,46 @@ def test_risk_of_bias_judgements_reach_revman_once_a_person_confirms_them(
     assert judged[f"Domain (judgement): {blinding}"] == "High risk"
     assert NOT_BLINDED in judged[f"Domain (support): {blinding}"]
     assert judged["Domain (judgement): Incomplete outcome data (attrition bias)"] == ""  # not assessed
+
+
+def test_a_policy_change_then_a_plain_atlas_run_leaves_no_value_the_new_policy_does_not_accept(
+    llm_server, knowledge_base, monkeypatch, tmp_path
+):
+    from atlas_pipeline_tests.support.helpers import run_atlas
+
+    copy_into(knowledge_base, f"rct/{KEY}")
+    llm_server.script({"content": json.dumps(ANSWER)})
+    env = {
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "ATLAS_KNOWLEDGE_BASE": str(knowledge_base),
+        "ATLAS_ARTIFACTS": str(tmp_path / "artifacts"),
+        "ATLAS_EXPORTS": str(tmp_path / "exports"),
+        "ATLAS_LLM_GATE_DIR": str(tmp_path / "llm-gate"),
+        "ATLAS_LLM_BASE_URL": llm_server.base_url,
+        "ATLAS_LLM_MODEL": "scripted-model",
+        "ATLAS_LLM_API_KEY": API_KEY,
+        "ATLAS_REVIEW_ACCEPT_TIERS": "verified,derived",
+    }
+    (tmp_path / "home").mkdir()
+    first = run_atlas("run", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    def counts() -> list[tuple[str, str]]:
+        with (tmp_path / "exports" / "atlas_escalc_dichotomous.csv").open() as handle:
+            return [(row["ai"], row["derived"]) for row in csv.DictReader(handle)]
+
+    assert counts() == [("25", "ai: events_from_percentage; ci: events_from_percentage")] * 1 + [
+        ("20", "ai: events_from_percentage; ci: events_from_percentage")
+    ]
+    # the team goes back to the default policy: derived values wait for a person — and a plain run says so
+    second = run_atlas("run", env={**env, "ATLAS_REVIEW_ACCEPT_TIERS": "verified"}, cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "policy, derivation rules or template changed" in second.stdout
+    assert "up to date: not refreshed" not in second.stdout
+    assert counts() == []  # every count was derived: none is accepted now
+    with (tmp_path / "exports" / "atlas_arms.csv").open() as handle:
+        assert all(
+            not row["events"] and "derived" not in (row["events_source"] or "") for row in csv.DictReader(handle)
+        )
+    third = run_atlas("run", env={**env, "ATLAS_REVIEW_ACCEPT_TIERS": "verified"}, cwd=tmp_path)
+    assert "up to date: not refreshed" in third.stdout  # and once they follow it, they are up to date

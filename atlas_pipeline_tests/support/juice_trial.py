@@ -55,7 +55,26 @@ def answer(**overrides) -> str:
 
 # Outcome entries of the juice trial as a model gives them (the template's repeating ``outcomes`` group).
 # what the trial does not write instead of an SD or a count (the inputs of derived values): said not reported
-NOT_WRITTEN = ("se_intervention", "se_comparator", "percent_intervention", "percent_comparator")
+NOT_WRITTEN = (
+    *("se_intervention", "se_comparator", "percent_intervention", "percent_comparator"),
+    *(
+        f"{name}_{arm}"
+        for arm in ("intervention", "comparator")
+        for name in (
+            "ci_lower",
+            "ci_upper",
+            "median",
+            "q1",
+            "q3",
+            "min",
+            "max",
+            "sd_baseline",
+            "mean_change",
+            "sd_change",
+        )
+    ),
+    *("ci_level", "p_value_test", "t_value", "correlation", "o_minus_e", "variance_v"),
+)
 
 
 def entry(**values) -> dict:

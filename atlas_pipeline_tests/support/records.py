@@ -24,3 +24,27 @@ def extraction_record(key: str = "trial.pdf", fields: dict[str, Any] | None = No
         fields=fields or {},
         extracted_at="2026-11-25T00:00:00Z",
     )
+
+
+def accepted_report(key: str, values: dict[str, Any], study_id: str = "NCT9", provenance: str = "model_verified"):
+    """A done report of ``study_id`` whose review holds ``values`` (field → value) as accepted final values, each
+    quoted as "<field> in <key>"."""
+    from atlas_pipeline.outputs.completion import DocumentState
+    from atlas_pipeline.review.final_values import DocumentReview, FinalField
+
+    extraction = extraction_record(key, sha256=(key * 64)[:64])
+    fields = {
+        name: FinalField(field=name, provenance=provenance, final_value=value, quote=f"{name} in {key}")
+        for name, value in values.items()
+    }
+    review = DocumentReview(
+        key=key,
+        sha256=extraction.sha256,
+        extraction_version=extraction.extraction_version,
+        approved=False,
+        reviewable=True,
+        fields=fields,
+    )
+    return DocumentState(
+        key=key, status=DocumentStatus.DONE, reason="", study_id=study_id, extraction=extraction, review=review
+    )

@@ -34,3 +34,23 @@ def test_the_corpus_rows_become_outcome_gold_with_derived_values_flagged():
     assert derived_fields(from_ci) == {"sd_intervention", "sd_comparator"}
     assert derived_fields(next(r for r in rows if r["notes"] == "found in table 2")) == set()
     assert sum(v.derived for v in gold) == 36  # 16 binary rows from a percentage, 2 SD pairs from a CI
+
+
+def test_the_notes_annotators_write_are_read_in_their_forms():
+    from atlas_pipeline.outputs.gold_formats import median_fields
+
+    sds, events = {"sd_intervention", "sd_comparator"}, {"events_intervention", "events_comparator"}
+    for note in ("Back calculated SD from SE", "SD derived from the standard error", "SE converted to SD",
+                 "SDs computed from the 95% CIs", "Have to use CI to calculate the SDs"):  # fmt: skip
+        assert derived_fields({"notes": note}) == sds, note
+    for note in ("calculated events from the percentages", "Used percentage found in text to calculate actual number"):
+        assert derived_fields({"notes": note}) == events, note
+    for note in (
+        "found in table 2",
+        "No std given",
+        "SDs found in abstract while group sizes and means found in table 2",
+    ):
+        assert derived_fields({"notes": note}) == set() and not median_fields({"notes": note}), note
+    assert median_fields({"notes": "median and IQ scores given"}) >= {"mean_intervention", "sd_intervention"}
+    text = corpus_file("gold/outcome_values.jsonl").read_text()
+    assert sum(v.median for v in read_gold(text)) > 0  # the corpus's medians are told apart

@@ -6,7 +6,7 @@ import io
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import load_template
-from atlas_pipeline.outputs.analysis_files import arm_rows
+from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.revman_files import (
     REVMAN_STEMS,
@@ -17,10 +17,9 @@ from atlas_pipeline.outputs.revman_files import (
     surname_of,
 )
 from atlas_pipeline.outputs.study_report import Study, studies
-from atlas_pipeline.review.final_values import DocumentReview, FinalField
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue
 from atlas_pipeline.store.records import ParseRecord
-from atlas_pipeline_tests.support.records import extraction_record
+from atlas_pipeline_tests.support.records import accepted_report
 
 
 def test_the_family_name_is_found_in_every_way_papers_write_an_author():
@@ -83,7 +82,7 @@ def test_only_studies_that_went_through_extraction_are_written_named_by_their_fi
     broken.reports[0].extraction, broken.reports[0].review = failed.extraction, failed.review
     assert broken.reports[0].current_review is not None
     template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
-    files = revman_files([broken, done], template, [])
+    files = revman_files([broken, done], template, [], escalc_rows([]))
     info = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["study_information"]].decode("utf-8-sig"))))
     assert [(row["Study"], row["Year"]) for row in info] == [("DeWalt 2006", "2006")]
     rob = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["risk_of_bias"]].decode("utf-8-sig"))))
@@ -91,23 +90,7 @@ def test_only_studies_that_went_through_extraction_are_written_named_by_their_fi
 
 
 def _report(key: str, values: dict, provenance: str = "model_verified") -> DocumentState:
-    """A report of study NCT9 whose review holds ``values`` (field → value) as accepted final values."""
-    extraction = extraction_record(key, sha256=key * 4)
-    fields = {
-        name: FinalField(field=name, provenance=provenance, final_value=value, quote=f"{name} in {key}")
-        for name, value in values.items()
-    }
-    review = DocumentReview(
-        key=key,
-        sha256=extraction.sha256,
-        extraction_version=extraction.extraction_version,
-        approved=False,
-        reviewable=True,
-        fields=fields,
-    )
-    return DocumentState(
-        key=key, status=DocumentStatus.DONE, reason="", study_id="NCT9", extraction=extraction, review=review
-    )
+    return accepted_report(key, values, "NCT9", provenance)
 
 
 ENTRY = {
@@ -124,7 +107,8 @@ ENTRY = {
 def _results(states: list[DocumentState], choices=()) -> dict[tuple[str, str], dict]:
     template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
     found = studies(states, template, {"NCT9": list(choices)})
-    files = revman_files(found, template, arm_rows(states, template))
+    entries, _ = study_entries(found, template)
+    files = revman_files(found, template, entries, escalc_rows(entries))
     text = files[REVMAN_STEMS["study_results"]].decode("utf-8-sig")
     return {(row["Arm"], row["Data type"]): row for row in csv.DictReader(io.StringIO(text))}
 
@@ -132,11 +116,11 @@ def _results(states: list[DocumentState], choices=()) -> dict[tuple[str, str], d
 def test_two_reports_of_one_study_give_the_study_value_never_the_first_reports_by_default():
     first = _report("a.pdf", {**ENTRY, "outcomes[1].events_intervention": 10})
     second = _report("b.nxml", {**ENTRY, "outcomes[1].events_intervention": 12})
-    # the reports disagree and no person chose: the count is the study's to settle, so neither is written
+    # the reports disagree and no person chose: the count is the study's to settle, so the entry's 2×2 table is not
+    # written (neither arm: RevMan is handed what metafor is, and metafor needs both)
     rows = _results([first, second])
-    assert ("drug", "Dichotomous") not in rows
-    assert rows["placebo", "Dichotomous"]["Cases"] == "9"  # both reports agree on the placebo arm
-    # a person takes the second report's count: that one is written, whichever report comes first
+    assert ("drug", "Dichotomous") not in rows and ("placebo", "Dichotomous") not in rows
+    # a person takes the second report's count: that one is written, whichever report comes first, once
     choice = StudyChoice(
         id="c1",
         study="NCT9",
@@ -148,9 +132,13 @@ def test_two_reports_of_one_study_give_the_study_value_never_the_first_reports_b
         values_then={"a.pdf": "10", "b.nxml": "12"},
     )
     rows = _results([first, second], [choice])
-    drug = rows["drug", "Dichotomous"]
-    assert (drug["Cases"], drug["Sample size"]) == ("12", "50")
-    assert drug["Footnotes"].startswith("Atlas b.nxml entry 1") and "events_intervention in b.nxml" in drug["Footnotes"]
+    drug, placebo = rows["drug", "Dichotomous"], rows["placebo", "Dichotomous"]
+    assert (drug["Cases"], drug["Sample size"], placebo["Cases"]) == ("12", "50", "9")
+    assert drug["Footnotes"].startswith("Atlas study NCT9")
+    assert (
+        "events_intervention in b.nxml" in drug["Footnotes"]
+        and "(b.nxml outcomes[1].events_intervention)" in drug["Footnotes"]
+    )
 
 
 def test_counts_escalc_would_refuse_are_not_written_and_nan_writes_nothing():
@@ -160,20 +148,28 @@ def test_counts_escalc_would_refuse_are_not_written_and_nan_writes_nothing():
     assert ("drug", "Continuous") not in _results([_report("a.pdf", {**ENTRY, **nan})])  # and nothing crashed
 
 
-def test_a_continuous_arm_and_a_ratio_against_its_reference_arm():
+def test_continuous_arms_and_a_ratio_against_its_reference_arm():
     continuous = {
         "outcomes[1].mean_intervention": 4.25,
         "outcomes[1].sd_intervention": 1.5,
         "outcomes[1].n_intervention": 48,
-        "outcomes[1].effect_measure": "RR",
-        "outcomes[1].effect_estimate": 0.7,
-        "outcomes[1].ci_lower": 0.52,
-        "outcomes[1].ci_upper": 0.94,
+        "outcomes[1].mean_comparator": 5.5,
+        "outcomes[1].sd_comparator": 1.25,
+        "outcomes[1].n_comparator": 47,
     }
-    entry = {name: value for name, value in ENTRY.items() if "events" not in name}
-    rows = _results([_report("a.pdf", {**entry, **continuous})])
+    entry = {name: value for name, value in ENTRY.items() if "events" not in name and "total" not in name}
+    ratio_only = {name.replace("[1]", "[2]"): value for name, value in entry.items()}
+    ratio_only |= {
+        "outcomes[2].outcome": "Relapse",
+        "outcomes[2].effect_measure": "RR",
+        "outcomes[2].effect_estimate": 0.7,
+        "outcomes[2].ci_lower": 0.52,
+        "outcomes[2].ci_upper": 0.94,
+    }
+    rows = _results([_report("a.pdf", {**entry, **continuous, **ratio_only})])
     drug = rows["drug", "Continuous"]
     assert (drug["Mean"], drug["SD"], drug["Sample size"]) == ("4.25", "1.5", "48")
+    assert rows["placebo", "Continuous"]["SD"] == "1.25"
     ratio = next(row for row in rows.values() if row["Effect measure"])
     assert (ratio["Effect measure"], ratio["Arm"], ratio["Reference arm"]) == ("Risk Ratio", "drug", "placebo")
     assert (ratio["Exp mean"], ratio["Exp CI start"], ratio["Exp CI end"], ratio["CI level"]) == (

@@ -66,22 +66,52 @@ def test_never_from_an_unaccepted_input_and_never_over_a_written_value():
     assert "outcomes[1].sd_comparator" not in derived or derived["outcomes[1].sd_comparator"].state == "refused"
 
 
-def test_sd_from_the_comparison_only_when_it_is_a_mean_difference_and_p_is_exact():
-    common = {
-        "mean_intervention": (50.6, "model_verified"),
-        "mean_comparator": (46.8, "model_verified"),
-        "n_intervention": (25, "model_verified"),
-        "n_comparator": (22, "model_verified"),
-    }
-    exact = _review({**common, "p_value_comparison": (0.008, "model_verified", "(p = 0.008)")})
-    (sd_i, sd_c) = [v for v in derive_values(exact, TEMPLATE) if v.field.endswith(("sd_intervention", "sd_comparator"))]
-    assert sd_i.formula == "sd_from_p" and round(sd_i.value, 2) == 4.68 and sd_c.value == sd_i.value
-    bound = _review({**common, "p_value_comparison": (0.05, "model_verified", "p < 0.05")})
-    (refused, *_) = derive_values(bound, TEMPLATE)
-    assert refused.state == "refused" and "written as a bound" in refused.reason
+def _sds(review: DocumentReview) -> list:
+    return [v for v in derive_values(review, TEMPLATE) if v.field.endswith(("sd_intervention", "sd_comparator"))]
+
+
+COMMON = {
+    "mean_intervention": (50.6, "model_verified"),
+    "mean_comparator": (46.8, "model_verified"),
+    "n_intervention": (25, "model_verified"),
+    "n_comparator": (22, "model_verified"),
+}
+
+
+def test_an_sd_from_the_exact_p_of_a_stated_t_test_the_handbooks_example():
+    # Handbook 6.5.2.3: MD 3.8, exact p = 0.008 of a t-test, groups of 25 and 22 → SE 1.37, SD ≈ 4.69
+    exact = _review(
+        {
+            **COMMON,
+            "p_value_comparison": (0.008, "model_verified", "(p = 0.008)"),
+            "p_value_test": ("t-test", "model_verified"),
+        }
+    )
+    sd_i, sd_c = _sds(exact)
+    assert sd_i.state == "derived" and sd_i.formula == "sd_from_p" and sd_c.value == sd_i.value
+    assert abs(sd_i.value - 4.69) < 0.01
+    # the same p without the test stated: nothing says a t value corresponds to it
+    assert _sds(_review({**COMMON, "p_value_comparison": (0.008, "model_verified", "(p = 0.008)")})) == []
+
+
+def test_a_p_threshold_never_derives_an_sd_however_it_is_written():
+    test = {"p_value_test": ("t-test", "model_verified")}
+    for quote in ("p < 0.001", "P value less than 0.001", "p-value ‹ 0·001", "P<.001", "p ≤ 0.001", "NS"):
+        review = _review({**COMMON, **test, "p_value_comparison": (0.001, "model_verified", quote)})
+        sds = _sds(review)
+        assert sds and all(v.state == "refused" and "threshold" in v.reason for v in sds), quote
+    # typed by a person as a threshold ("<0.001", kept with its sign), with no quote at all
+    typed = _review({**COMMON, **test, "p_value_comparison": ("<0.001", "reviewer_corrected")})
+    assert all(v.state == "refused" and "threshold (<0.001)" in v.reason for v in _sds(typed))
+    # a person's exact correction does not hide the model's quote that gives a threshold
+    corrected = {"p_value_comparison": (0.001, "reviewer_corrected", "p < 0.001")}
+    assert all(v.state == "refused" for v in _sds(_review({**COMMON, **test, **corrected})))
+
+
+def test_sd_from_the_comparison_only_when_it_is_a_mean_difference():
     ci = _review(
         {
-            **common,
+            **COMMON,
             "effect_measure": ("MD", "model_verified"),
             "ci_lower": (1.2, "model_verified"),
             "ci_upper": (6.4, "model_verified"),
@@ -89,17 +119,44 @@ def test_sd_from_the_comparison_only_when_it_is_a_mean_difference_and_p_is_exact
     )
     (first, *_) = derive_values(ci, TEMPLATE)
     assert first.formula == "sd_from_ci_of_difference" and first.state == "derived"
-    ratio = _review({**common, "effect_measure": ("RR", "model_verified"), "ci_lower": (0.4, "model_verified")})
+    assert "t(45 df)" in first.arithmetic  # each group under 60
+    ratio = _review({**COMMON, "effect_measure": ("RR", "model_verified"), "ci_lower": (0.4, "model_verified")})
     assert all(value.formula != "sd_from_ci_of_difference" for value in derive_values(ratio, TEMPLATE))
+    # a 90% CI, stated: as wide as 90% says
+    ninety = _review(
+        {
+            **COMMON,
+            "effect_measure": ("MD", "model_verified"),
+            "ci_lower": (1.2, "model_verified"),
+            "ci_upper": (6.4, "model_verified"),
+            "ci_level": (90, "model_verified"),
+        }
+    )
+    (narrow, *_) = derive_values(ninety, TEMPLATE)
+    assert narrow.value > first.value
+
+
+def test_median_quartiles_give_a_mean_and_sd_only_when_the_team_opts_in():
+    review = _review(
+        {
+            "median_intervention": (20, "model_verified"),
+            "q1_intervention": (12, "model_verified"),
+            "q3_intervention": (30, "model_verified"),
+            "n_intervention": (40, "model_verified"),
+        }
+    )
+    found = {v.formula: v for v in derive_values(review, TEMPLATE)}
+    assert found["mean_from_median_iqr"].state == found["sd_from_median_iqr"].state == "flagged"
+    opted = {
+        v.formula: v for v in derive_values(review, TEMPLATE, frozenset({"mean_from_median_iqr", "sd_from_median_iqr"}))
+    }
+    assert opted["sd_from_median_iqr"].state == "derived" and "Wan et al. 2014" in opted["sd_from_median_iqr"].source
+    assert opted["mean_from_median_iqr"].value == round((0.7 + 0.39 / 40) * 21 + (1 - 0.7 - 0.39 / 40) * 20, 4)
 
 
 def test_a_conversion_the_handbook_warns_against_is_flagged_unless_opted_in():
     data = TEMPLATE.model_dump()
     group = next(module for module in data["modules"] if module["name"] == "outcomes")
-    group["fields"] += [
-        {"name": "q1_intervention", "type": "number", "description": "lower quartile"},
-        {"name": "q3_intervention", "type": "number", "description": "upper quartile"},
-    ]
     group["derivations"] = [
         {
             "field": "sd_intervention",
@@ -170,3 +227,34 @@ def test_a_derived_value_is_proposed_in_the_review_and_decided_like_any_value(tm
     decide(store, record, total, "correct", reviewer="ana", shown=shown, value=62)
     changed = review_document(record, load_decisions(store, record.key), verified, derivations).fields[field]
     assert (changed.provenance, changed.model_value, changed.previous_model_value) == ("recheck", 26, 25)
+
+
+def test_in_the_default_mode_a_derived_value_is_approved_and_a_persons_entry_corrected(tmp_path):
+    from atlas_pipeline.review.decisions import decide, load_decisions
+    from atlas_pipeline.store.files import Store
+
+    store, derivations, policy = Store(str(tmp_path)), Derivations(TEMPLATE), frozenset({"verified"})
+    record = extraction_record(fields={"study_id": None}).model_copy(update={"mode": "skip"})
+    shown = (record.sha256, record.extraction_version)
+    typed = {"outcome": "Hospitalization or death", "percent_intervention": "42", "total_intervention": "59"}
+    for bare, value in typed.items():  # extraction by hand: a person's entry on the grid
+        field = f"outcomes[1001].{bare}"
+        definition = TEMPLATE.field_definition(field)
+        decide(store, record, field, "correct", reviewer="ana", shown=shown, value=value, template_field=definition)
+    field = "outcomes[1001].events_intervention"
+    review = review_document(record, load_decisions(store, record.key), policy, derivations)
+    assert (review.fields[field].tier, review.fields[field].model_value) == ("derived", 25)
+    proposed = {"value": 25, "tier": "derived"}
+    decide(store, record, field, "approve", reviewer="ana", shown=shown, shown_value="25", proposed=proposed)
+    approved = review_document(record, load_decisions(store, record.key), policy, derivations).fields[field]
+    assert (approved.provenance, approved.final_value, approved.derivation["formula"]) == (
+        "reviewer_approved",
+        25,
+        "events_from_percentage",
+    )
+    # the person corrects their own entry's group size: the derived count follows, and asks for a re-check
+    total = "outcomes[1001].total_intervention"
+    decide(store, record, total, "correct", reviewer="ana", shown=shown, value="62",
+           template_field=TEMPLATE.field_definition(total))  # fmt: skip
+    again = review_document(record, load_decisions(store, record.key), policy, derivations).fields
+    assert again[total].final_value == 62 and (again[field].provenance, again[field].model_value) == ("recheck", 26)
