@@ -29,7 +29,9 @@ def test_a_review_landing_during_the_aggregates_is_caught_up(
     defs = build_definitions(settings)
     sensor = defs.resolve_sensor_def("aggregates_freshness_sensor")
 
-    def tick(resource=AtlasResource.from_settings(settings)) -> dg.SensorResult:
+    default = AtlasResource.from_settings(settings)
+
+    def tick(resource: AtlasResource = default) -> dg.SensorResult:
         return sensor(dg.build_sensor_context(instance=instance, definitions=defs, resources={"atlas": resource}))
 
     document_job, review_job = defs.resolve_job_def("document_job"), defs.resolve_job_def("review_job")
