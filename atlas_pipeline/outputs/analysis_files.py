@@ -258,6 +258,29 @@ def evidence_field(entry: int, bare: str) -> str:
     return f"{GROUP}[{entry}].{bare}" if entry else FLAT_FIELDS.get(bare, bare)
 
 
+def _study_cells(
+    study: Study, label: str, fields: dict[str, str], excluded: list[Excluded]
+) -> tuple[dict[str, Cell], set[str]]:
+    """The study's value of each cell (``fields``: the analysis's name → the study field), and every source that
+    gives one; a cell whose sources disagree is left out and named in ``excluded``."""
+    cells: dict[str, Cell] = {}
+    sources: set[str] = set()
+    for bare, name in fields.items():
+        value = study.values.get(name)
+        if value is None:
+            continue
+        sources.update(value.reports)
+        if value.state == "conflict":
+            given = "; ".join(f"{source}: {value_text(v)}" for source, v in value.reports.items())
+            why = f"its sources disagree ({given}): choose one on the study's page"
+            excluded.append(Excluded(study.id, label, name if "[" not in name else bare, "", why))
+            continue
+        cell = _cell(study, name)
+        if cell is not None:
+            cells[bare] = cell
+    return cells, sources
+
+
 def _flat_entries(study: Study, template: Template, excluded: list[Excluded]) -> list[Entry]:
     """A study's primary outcomes written in single fields (``event_treatment``, ``mean_control``, ``hr_value`` …),
     each an entry of its own: the arms named by ``treatment_name`` and ``control_name``."""
@@ -266,19 +289,7 @@ def _flat_entries(study: Study, template: Template, excluded: list[Excluded]) ->
     for outcome, fields in FLAT_OUTCOMES.items():
         if not set(fields.values()) & names:
             continue
-        cells: dict[str, Cell] = {}
-        for bare, name in fields.items():
-            value = study.values.get(name)
-            if value is None:
-                continue
-            if value.state == "conflict":
-                given = "; ".join(f"{source}: {value_text(v)}" for source, v in value.reports.items())
-                why = f"its sources disagree ({given}): choose one on the study's page"
-                excluded.append(Excluded(study.id, outcome, name, "", why))
-                continue
-            cell = _cell(study, name)
-            if cell is not None:
-                cells[bare] = cell
+        cells, sources = _study_cells(study, outcome, fields, excluded)
         if not cells:
             continue
         if outcome == "Primary time-to-event outcome":
@@ -293,7 +304,7 @@ def _flat_entries(study: Study, template: Template, excluded: list[Excluded]) ->
             "time_point": None,
             **{arm: _text(v.value) if v is not None and v.state != "conflict" else None for arm, v in arms.items()},
         }
-        entry = Entry(study.id, outcome, identity, sources=sorted({c.document for c in cells.values() if c.document}))
+        entry = Entry(study.id, outcome, identity, sources=sorted(sources))
         entry.cells = _plausible(entry, cells, excluded)
         if entry.cells:
             entries.append(entry)
@@ -314,20 +325,7 @@ def study_entries(studies: list[Study], template: Template | None) -> tuple[list
             if name.startswith(prefix):
                 by_label.setdefault(name.rsplit(".", 1)[0], []).append(name)
         for label, names in by_label.items():
-            cells: dict[str, Cell] = {}
-            sources: set[str] = set()
-            for name in names:
-                bare = name.rsplit(".", 1)[1]
-                value = study.values[name]
-                sources.update(value.reports)
-                if value.state == "conflict":
-                    given = "; ".join(f"{source}: {value_text(v)}" for source, v in value.reports.items())
-                    reason = f"its sources disagree ({given}): choose one on the study's page"
-                    excluded.append(Excluded(study.id, label, bare, "", reason))
-                    continue
-                cell = _cell(study, name)
-                if cell is not None:
-                    cells[bare] = cell
+            cells, sources = _study_cells(study, label, {name.rsplit(".", 1)[1]: name for name in names}, excluded)
             entry = Entry(study.id, label, _identity(study, cells, label), sources=sorted(sources))
             entry.cells = _plausible(entry, cells, excluded)
             if entry.cells:

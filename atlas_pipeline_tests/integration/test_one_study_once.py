@@ -14,15 +14,12 @@ import urllib.parse
 import dagster as dg
 import polars as pl
 
-from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.outputs.analysis_files import read_escalc
 from atlas_pipeline.outputs.forest_plots import forest_plots
 from atlas_pipeline.review.decisions import decision_file, load_decisions, now_stamp
 from atlas_pipeline.store.layout import decisions_dir
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.support.corpus import copy_into
+from atlas_pipeline_tests.support.by_hand import processed_in_skip_mode
 from atlas_pipeline_tests.support.helpers import http_request, serve
 
 PDF, JATS = "PMC3648394.pdf", "PMC3648394.nxml"
@@ -64,14 +61,8 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
 ):
     from atlas_pipeline.review_page.app import create_app
 
-    copy_into(knowledge_base, f"rct/{PDF}")
-    copy_into(knowledge_base, f"rct_jats/{JATS}")
     settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
-    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    instance.add_dynamic_partitions(documents_partitions.name, [PDF, JATS])
-    defs = build_definitions(settings)
-    for key in (PDF, JATS):
-        assert defs.resolve_job_def("document_job").execute_in_process(partition_key=key, instance=instance).success
+    defs = processed_in_skip_mode(knowledge_base, settings, atlas, instance, [f"rct/{PDF}", f"rct_jats/{JATS}"])
 
     with serve(create_app(settings, instance=lambda: instance)) as site:
         shown = {}

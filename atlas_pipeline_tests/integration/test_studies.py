@@ -6,12 +6,9 @@ import urllib.parse
 
 import polars as pl
 
-from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_states import document_states
-from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.support.corpus import copy_into
+from atlas_pipeline_tests.support.by_hand import processed_in_skip_mode
 from atlas_pipeline_tests.support.helpers import http_request, serve
 
 PDF, JATS = "PMC3648394.pdf", "PMC3648394.nxml"
@@ -25,14 +22,8 @@ def _post(url: str, form: dict) -> tuple[int, str]:
 def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, settings_for, atlas_for, instance):
     from atlas_pipeline.review_page.app import create_app
 
-    copy_into(knowledge_base, f"rct/{PDF}")
-    copy_into(knowledge_base, f"rct_jats/{JATS}")
     settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
-    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    instance.add_dynamic_partitions(documents_partitions.name, [PDF, JATS])
-    defs = build_definitions(settings)
-    for key in (PDF, JATS):
-        assert defs.resolve_job_def("document_job").execute_in_process(partition_key=key, instance=instance).success
+    defs = processed_in_skip_mode(knowledge_base, settings, atlas, instance, [f"rct/{PDF}", f"rct_jats/{JATS}"])
     states = {s.key: s for s in document_states(instance, atlas)}
     assert states[PDF].study_id == states[JATS].study_id == STUDY  # the registration both name
     assert states[JATS].parse.authors[0] == "Birinder S Cheema" and states[JATS].parse.year == 2013

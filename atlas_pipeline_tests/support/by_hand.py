@@ -1,4 +1,4 @@
-"""The juice trial processed in the embedded default (skip mode, no LLM): a document a person extracts by hand."""
+"""Corpus documents processed in the embedded default (skip mode, no LLM): documents a person extracts by hand."""
 
 from pathlib import Path
 
@@ -18,3 +18,14 @@ def processed_by_hand(knowledge_base: Path, settings, atlas, instance):
     defs = build_definitions(settings)
     assert defs.resolve_job_def("document_job").execute_in_process(partition_key=KEY, instance=instance).success
     return defs, read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
+
+
+def processed_in_skip_mode(knowledge_base: Path, settings, atlas, instance, corpus_paths: list[str]):
+    """Snapshot, parse and skip-mode extraction of corpus documents (``rct/PMC….pdf`` …); returns the definitions."""
+    keys = [path.name for path in copy_into(knowledge_base, *corpus_paths)]
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    instance.add_dynamic_partitions(documents_partitions.name, keys)
+    defs = build_definitions(settings)
+    for key in keys:
+        assert defs.resolve_job_def("document_job").execute_in_process(partition_key=key, instance=instance).success
+    return defs
