@@ -51,6 +51,9 @@ class TemplateField(BaseModel):
     pattern: str | None = Field(None, description="a regular expression the whole value must match (plausibility)")
     minimum: float | None = Field(None, description="smallest plausible number")
     maximum: float | None = Field(None, description="largest plausible number")
+    detail: bool = Field(
+        False, description="a value most entries leave empty (an input of a derivation): the grid shows it on demand"
+    )
 
     @property
     def kind(self) -> ValueKind:

@@ -39,16 +39,18 @@ class Grid:
     identity: list[str]
     columns: list[tuple[str, str]]  # (arm, field) in the order shown: identity, then by arm
     rows: list[GridRow] = field(default_factory=list)
+    details: set[str] = field(default_factory=set)  # columns shown on demand: detail fields no entry fills
 
     @property
-    def arms(self) -> list[tuple[str, int]]:
-        """The header's arm groups and how many columns each spans."""
-        spans: list[tuple[str, int]] = []
-        for arm, _ in self.columns:
-            if spans and spans[-1][0] == arm:
-                spans[-1] = (arm, spans[-1][1] + 1)
+    def arms(self) -> list[tuple[str, int, bool]]:
+        """The header's arm groups, how many columns each spans, and whether they are shown on demand."""
+        spans: list[tuple[str, int, bool]] = []
+        for arm, name in self.columns:
+            detail = name in self.details
+            if spans and spans[-1][0] == arm and spans[-1][2] == detail:
+                spans[-1] = (arm, spans[-1][1] + 1, detail)
             else:
-                spans.append((arm, 1))
+                spans.append((arm, 1, detail))
         return spans
 
 
@@ -57,8 +59,9 @@ def entry_grid(group: TemplateModule, fields: Mapping[str, Any]) -> Grid:
     names = [f.name for f in group.fields]
     identity = [n for n in group.identity if n in names]
     order = {"identity": 0, "intervention": 1, "comparator": 2, "comparison": 3}
+    detail = {f.name for f in group.fields if f.detail}
     columns = [("identity", n) for n in identity] + sorted(
-        ((arm_of(n), n) for n in names if n not in identity), key=lambda c: order[c[0]]
+        ((arm_of(n), n) for n in names if n not in identity), key=lambda c: (order[c[0]], c[1] in detail)
     )
     entries: dict[int, dict[str, Any]] = {}
     for name, final in fields.items():
@@ -78,6 +81,7 @@ def entry_grid(group: TemplateModule, fields: Mapping[str, Any]) -> Grid:
             cells[name], states[name] = "" if value is None else value_text(value), final.provenance
         rejected = all(f.provenance == "rejected" for f in finals.values())
         grid.rows.append(GridRow(entry, cells, states, rejected))
+    grid.details = {name for name in detail if not any(row.cells.get(name) for row in grid.rows)}
     return grid
 
 

@@ -77,6 +77,11 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
         ):
             status, page = _grid(site, key, shown[key], reviewer, row)
             assert status == 200 and f"added by {reviewer}" in page, page[-400:]
+        # the grid shows what most rows need; medians, quartiles, group CIs … on demand (their inputs still there)
+        status, page = http_request(f"{site}/documents/{PDF}")
+        assert status == 200 and 'class="show-details"' in page
+        assert 'class="s- detail"><input name="cell:1001:median_intervention"' in page
+        assert '<td class="s-reviewer_added"><input name="cell:1001:mean_intervention"' in page
         # a group size no trial has, by the grid and by a crafted POST of an existing cell: refused, nothing recorded
         before = len(load_decisions(atlas.store(), PDF))
         status, page = _grid(site, PDF, shown[PDF], "ana", {**PUSH_UPS, "n_comparator": "9" * 29})

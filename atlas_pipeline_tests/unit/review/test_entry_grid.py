@@ -19,7 +19,16 @@ def test_the_outcome_grid_has_identity_then_arms_then_the_comparison():
     arms = [arm for arm, _ in grid.columns]
     assert arms == sorted(arms, key=["identity", "intervention", "comparator", "comparison"].index)
     assert [name for arm, name in grid.columns if arm == "identity"] == list(group.identity)
-    assert dict(grid.arms)["intervention"] == dict(grid.arms)["comparator"]  # every measure for both arms
+    spans = {(arm, more): span for arm, span, more in grid.arms}
+    assert spans["intervention", False] == spans["comparator", False]  # every measure for both arms
+    assert spans["intervention", True] == spans["comparator", True] > 0  # and every detail, shown on demand
+    # a detail column is shown on demand (medians, quartiles …), until an entry fills it
+    assert "median_intervention" in grid.details and "mean_intervention" not in grid.details
+    filled = {
+        **fields,
+        "outcomes[2].median_comparator": FinalField(field="x", provenance="reviewer_added", final_value=4),
+    }
+    assert "median_comparator" not in entry_grid(group, filled).details
     (row,) = grid.rows
     assert row.entry == 2 and row.cells["outcome"] == "Duration" and row.cells["sd_comparator"] == "27.4"
     assert row.cells["n_comparator"] == "" and row.states["n_comparator"] == "rejected" and not row.rejected
