@@ -14,23 +14,27 @@ from typing import Literal
 
 Comparator = Literal["=", "<", "≤", ">", "≥"]
 
-_LESS = r"(?:<|‹|＜|﹤|≺|\u2039|&lt;)"
-_MORE = r"(?:>|›|＞|﹥|≻|\u203a|&gt;)"
+_LESS = r"(?:<|‹|＜|﹤|≺|≪|«|\u2039|&lt;)"
+_MORE = r"(?:>|›|＞|﹥|≻|≫|»|\u203a|&gt;)"
 _SYMBOLS: list[tuple[re.Pattern[str], Comparator]] = [
-    (re.compile(rf"(?:≤|⩽|{_LESS}\s*=|=\s*{_LESS})"), "≤"),
-    (re.compile(rf"(?:≥|⩾|{_MORE}\s*=|=\s*{_MORE})"), "≥"),
+    (re.compile(rf"(?:≤|⩽|≦|{_LESS}\s*=|=\s*{_LESS})"), "≤"),
+    (re.compile(rf"(?:≥|⩾|≧|{_MORE}\s*=|=\s*{_MORE})"), "≥"),
     (re.compile(_LESS), "<"),
     (re.compile(_MORE), ">"),
 ]
+_FEWER = "(?:less|lower|below|fewer|smaller)"
+_LARGER = "(?:more|greater|higher|above|larger)"
 _WORDS: list[tuple[re.Pattern[str], Comparator]] = [
-    (re.compile(r"\b(?:at most|no (?:more|greater|higher) than|not exceeding|up to)\b", re.I), "≤"),
-    (re.compile(r"\b(?:at least|no (?:less|lower|smaller) than)\b", re.I), "≥"),
+    (re.compile(rf"\b(?:at most|no (?:more|greater|higher) than|not exceeding|up to|or {_FEWER})\b", re.I), "≤"),
+    (re.compile(rf"\b(?:at least|no (?:less|lower|smaller) than|or {_LARGER})\b", re.I), "≥"),
     (re.compile(r"\b(?:less|lower|smaller|fewer) than\b|\bbelow\b|\bunder\b|\binferior to\b", re.I), "<"),
     (re.compile(r"\b(?:greater|more|higher|larger) than\b|\babove\b|\bexceed(?:s|ing|ed)?\b", re.I), ">"),
     (re.compile(r"\b(?:n\.?s\.?|not significant|non-?significant)\b", re.I), ">"),
 ]
 _P_NEAR = re.compile(r"\bp(?:[\s-]*values?)?\b|\bprobability\b|\bsignifican", re.I)
-_NUMBER = re.compile(r"[-−]?(?:\d+(?:[.,·]\d+)?|[.,·]\d+)(?:\s*[×x]\s*10\s*[-−⁻]?\s*\d+|e[-−]?\d+)?")
+_NUMBER = re.compile(
+    r"[-−]?(?:\d+(?:[.,]\d+)?\s*[×x·]\s*10\s*[-−⁻]\s*\d+|\d+(?:[.,·]\d+)?(?:e[-−]?\d+)?|[.,·]\d+)"
+)  # 0.008, .008, 0·001, 5·10−4, 3 × 10-4, 1e-4
 
 
 @dataclass(frozen=True)
@@ -66,21 +70,35 @@ def p_comparator_near(quote: str | None, value: float | None = None) -> Comparat
         return None
     text = " ".join(quote.split())
     if value is not None:
+        said: list[Comparator] = []
         for match in _NUMBER.finditer(text):
-            written = match.group(0).replace("·", ".").replace(",", ".").replace("−", "-")
-            try:
-                number = float(written.split("e")[0]) if "×" not in written and "x" not in written else None
-            except ValueError:
+            if _as_number(match.group(0)) != value:
                 continue
-            if number is not None and number == value:
-                before = text[max(0, match.start() - 40) : match.start()]
-                near = re.split(r"[;,()\[\]]|\band\b", before)[-1]
-                said = comparator_in(near)
-                if said is not None:
-                    return said
-                if re.search(r"=\s*$", near):
-                    return "="
+            before = text[max(0, match.start() - 40) : match.start()]
+            after = text[match.end() : match.end() + 20]
+            near = re.split(r"[;,()\[\]]|\band\b", before)[-1]
+            trailing = re.split(r"[;,()\[\]]|\band\b", after)[0]
+            found = comparator_in(near) or comparator_in(trailing)
+            said.append(found or "=")
+        bounds = [comparator for comparator in said if comparator != "="]
+        if bounds:  # any place the quote gives this number as a threshold makes it one
+            return bounds[0]
+        if said:
+            return "="
     return comparator_in(text) if _P_NEAR.search(text) or re.search(r"\bn\.?s\.?\b", text, re.I) else None
+
+
+def _as_number(written: str) -> float | None:
+    """A number as papers write it: a decimal point or comma or middle dot, a minus sign, ``5·10−4`` or ``3 × 10-4``,
+    ``1e-4``."""
+    text = written.replace(" ", "").replace("−", "-").replace("⁻", "-")
+    power = re.fullmatch(r"(-?[\d.,·]+)[×x·]10(-?\d+)", text)
+    try:
+        if power:
+            return float(power.group(1).replace("·", ".").replace(",", ".")) * 10 ** int(power.group(2))
+        return float(text.replace("·", ".").replace(",", "."))
+    except ValueError:
+        return None
 
 
 def parse_p(written: object) -> PValue | None:
@@ -96,14 +114,8 @@ def parse_p(written: object) -> PValue | None:
     number = _NUMBER.search(re.sub(r"(?i)\bp(?:[\s-]*values?)?\b", " ", text))
     if number is None:
         return PValue(comparator, None) if comparator != "=" else None
-    digits = number.group(0).replace("·", ".").replace(",", ".").replace("−", "-").replace(" ", "")
-    try:
-        if "×" in digits or "x" in digits:
-            mantissa, exponent = re.split(r"[×x]10", digits)
-            value = float(mantissa) * 10 ** int(exponent.replace("⁻", "-"))
-        else:
-            value = float(digits)
-    except ValueError:
+    value = _as_number(number.group(0))
+    if value is None:
         return None
     return PValue(comparator, value)
 

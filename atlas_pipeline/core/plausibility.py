@@ -39,8 +39,10 @@ def as_number(value: Any) -> float | None:
         return None
 
 
-def value_problem(name: str, value: Any) -> str | None:
-    """Why a single number cannot be the value of the field ``name`` (its bare name), or None."""
+def value_problem(name: str, value: Any, *, entering: bool = False) -> str | None:
+    """Why a single number cannot be the value of the field ``name`` (its bare name), or None. ``entering``: as a
+    person types it — an SD of 0 may be what a paper reports (every participant alike), and is refused only where
+    the analysis would divide by it."""
     number = as_number(value)
     if number is None:
         return None
@@ -52,8 +54,8 @@ def value_problem(name: str, value: Any) -> str | None:
         return f"a count is a whole number ({name} = {_g(number)})"
     if _EVENTS.match(name) and number < 0:
         return f"a number of events is 0 or more ({name} = {_g(number)})"
-    if _SPREAD.match(name) and not number > 0:
-        return f"a standard deviation or error is above 0 ({name} = {_g(number)})"
+    if _SPREAD.match(name) and (number < 0 if entering else not number > 0):
+        return f"a standard deviation or error is {'0 or more' if entering else 'above 0'} ({name} = {_g(number)})"
     if _PERCENT.search(name) and not 0 <= number <= 100:
         return f"a percentage is between 0 and 100 ({name} = {_g(number)})"
     if _P.match(name) and not 0 < number <= 1:
@@ -111,13 +113,13 @@ def entry_problems(cells: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]
             ok = numbers[lower] <= numbers[estimate] <= numbers[upper]  # type: ignore[operator]
             check((lower, estimate, upper), ok, "the estimate is outside its CI")
     ratio = str(cells.get("effect_measure") or "") in RATIO_MEASURES
-    for names, is_ratio in (
-        (("effect_estimate", "ci_lower", "ci_upper"), ratio),
-        (("hr_value", "hr_ci_lower", "hr_ci_upper"), True),
+    for names, is_ratio, measure in (
+        (("effect_estimate", "ci_lower", "ci_upper"), ratio, ("effect_measure",)),
+        (("hr_value", "hr_ci_lower", "hr_ci_upper"), True, ()),
     ):
         for name in names:
-            if is_ratio and given(name):
-                check((name,), numbers[name] > 0, "a ratio is above 0")  # type: ignore[operator]
+            if is_ratio and given(name) and not numbers[name] > 0:  # type: ignore[operator]
+                problems.append(((name, *measure), f"a ratio is above 0 ({name} = {_g(numbers[name])})"))
     return problems
 
 

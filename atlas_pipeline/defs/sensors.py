@@ -200,9 +200,9 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
                 return dg.SensorResult(skip_reason=f"run {run.run_id[:8]} is refreshing the aggregates")
         if behind is None:  # the policy changed: the exports follow it
             context.log.info("the acceptance policy, derivation rules or template changed: refreshing the aggregates")
-            return dg.SensorResult(
-                run_requests=[dg.RunRequest(run_key=f"policy:{policy}", job_name=aggregates_job.name)]
-            )
+            # keyed by what it replaces: a policy changed back later, or a refresh that failed, is asked for again
+            key = f"policy:{policy}@{facts.refreshed_at}:{int(time.time() // 3600)}"
+            return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key, job_name=aggregates_job.name)])
         context.log.info("a document landed while the aggregates were computed: refreshing them")
         return dg.SensorResult(run_requests=[dg.RunRequest(run_key=f"catch-up:{behind}", job_name=aggregates_job.name)])
 

@@ -146,6 +146,7 @@ class Entry:
     cells: dict[str, Cell] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)  # every report or entry that gives one of its values
     note: str = ""  # set when the study has other entries of the same outcome (time points, comparisons)
+    withheld: set[str] = field(default_factory=set)  # cells left out (a conflict, an implausible value)
 
     @property
     def document_key(self) -> str:
@@ -260,11 +261,12 @@ def evidence_field(entry: int, bare: str) -> str:
 
 def _study_cells(
     study: Study, label: str, fields: dict[str, str], excluded: list[Excluded]
-) -> tuple[dict[str, Cell], set[str]]:
-    """The study's value of each cell (``fields``: the analysis's name → the study field), and every source that
-    gives one; a cell whose sources disagree is left out and named in ``excluded``."""
+) -> tuple[dict[str, Cell], set[str], set[str]]:
+    """The study's value of each cell (``fields``: the analysis's name → the study field), every source that gives
+    one, and the cells whose sources disagree: left out and named in ``excluded``."""
     cells: dict[str, Cell] = {}
     sources: set[str] = set()
+    conflicts: set[str] = set()
     for bare, name in fields.items():
         value = study.values.get(name)
         if value is None:
@@ -274,11 +276,12 @@ def _study_cells(
             given = "; ".join(f"{source}: {value_text(v)}" for source, v in value.reports.items())
             why = f"its sources disagree ({given}): choose one on the study's page"
             excluded.append(Excluded(study.id, label, name if "[" not in name else bare, "", why))
+            conflicts.add(bare)
             continue
         cell = _cell(study, name)
         if cell is not None:
             cells[bare] = cell
-    return cells, sources
+    return cells, sources, conflicts
 
 
 def _flat_entries(study: Study, template: Template, excluded: list[Excluded]) -> list[Entry]:
@@ -289,7 +292,7 @@ def _flat_entries(study: Study, template: Template, excluded: list[Excluded]) ->
     for outcome, fields in FLAT_OUTCOMES.items():
         if not set(fields.values()) & names:
             continue
-        cells, sources = _study_cells(study, outcome, fields, excluded)
+        cells, sources, conflicts = _study_cells(study, outcome, fields, excluded)
         if not cells:
             continue
         if outcome == "Primary time-to-event outcome":
@@ -304,7 +307,7 @@ def _flat_entries(study: Study, template: Template, excluded: list[Excluded]) ->
             "time_point": None,
             **{arm: _text(v.value) if v is not None and v.state != "conflict" else None for arm, v in arms.items()},
         }
-        entry = Entry(study.id, outcome, identity, sources=sorted(sources))
+        entry = Entry(study.id, outcome, identity, sources=sorted(sources), withheld=conflicts)
         entry.cells = _plausible(entry, cells, excluded)
         if entry.cells:
             entries.append(entry)
@@ -325,12 +328,20 @@ def study_entries(studies: list[Study], template: Template | None) -> tuple[list
             if name.startswith(prefix):
                 by_label.setdefault(name.rsplit(".", 1)[0], []).append(name)
         for label, names in by_label.items():
-            cells, sources = _study_cells(study, label, {name.rsplit(".", 1)[1]: name for name in names}, excluded)
-            entry = Entry(study.id, label, _identity(study, cells, label), sources=sorted(sources))
+            named = {name.rsplit(".", 1)[1]: name for name in names}
+            cells, sources, conflicts = _study_cells(study, label, named, excluded)
+            identity = _identity(study, cells, label)
+            entry = Entry(study.id, label, identity, sources=sorted(sources), withheld=conflicts)
             entry.cells = _plausible(entry, cells, excluded)
             if entry.cells:
                 entries.append(entry)
-        entries += _flat_entries(study, template, excluded)
+        named = {str(e.identity.get("outcome") or "").casefold() for e in entries if e.study_id == study.id}
+        for flat in _flat_entries(study, template, excluded):
+            if str(flat.identity.get("outcome") or "").casefold() in named:  # the same result typed twice
+                why = "the same outcome as an entry of the outcomes group: counted once, there"
+                excluded.append(Excluded(study.id, flat.label, "—", str(flat.identity.get("outcome")), why))
+                continue
+            entries.append(flat)
     entries.sort(key=lambda entry: (entry.study_id, entry.document_key, entry.entry))  # in each report's order
     _note_repeats(entries)
     return entries, excluded
@@ -341,6 +352,8 @@ def _plausible(entry: Entry, cells: dict[str, Cell], excluded: list[Excluded]) -
     kept = dict(cells)
     for bare, cell in cells.items():
         problem = value_problem(bare, cell.value)
+        if problem is None and bare in READ_AS_NUMBERS and cell.value not in (None, "") and _number(cell.value) is None:
+            problem = f"{value_text(cell.value)!r} is not a number the analysis can read"
         if problem is not None:
             excluded.append(Excluded(entry.study_id, entry.label, bare, value_text(cell.value), problem))
             kept.pop(bare)
@@ -349,7 +362,14 @@ def _plausible(entry: Entry, cells: dict[str, Cell], excluded: list[Excluded]) -
             if bare in kept:
                 excluded.append(Excluded(entry.study_id, entry.label, bare, value_text(kept[bare].value), problem))
                 kept.pop(bare)
+    entry.withheld |= set(cells) - set(kept)
     return kept
+
+
+# the cells the analysis computes with: a value there that is no number is named, never silently dropped
+READ_AS_NUMBERS = frozenset(
+    {f"{cell}_{arm}" for cell in CELLS for arm in ARMS} | {"effect_estimate", "ci_lower", "ci_upper", "ci_level"}
+)
 
 
 def _note_repeats(entries: list[Entry]) -> None:
@@ -415,8 +435,11 @@ def _whole(value: float | None) -> int | None:
 
 
 def _first(entry: Entry, *names: str) -> tuple[str, float | None]:
-    """The first of ``names`` the entry gives a number for (a denominator: ``total_*`` or ``n_*``)."""
+    """The first of ``names`` the entry gives a number for (a denominator: ``total_*`` or ``n_*``); none when one
+    before it was left out (a conflict is settled by a person, never by another field)."""
     for name in names:
+        if name in entry.withheld:
+            return name, None
         if entry.number(name) is not None:
             return name, entry.number(name)
     return names[0], None
@@ -435,6 +458,9 @@ def escalc_rows(entries: list[Entry]) -> dict[str, list[dict]]:
         w1, w2 = _whole(n1), _whole(n2)
         if None not in (w1, w2, e1, e2) and 0 <= e1 <= w1 and 0 <= e2 <= w2:  # type: ignore[operator]
             columns = {"ai": "events_intervention", "ci": "events_comparator", "n1i": total1, "n2i": total2}
+            if e1 == e2 == 0:  # RevMan's "not estimable"; escalc(…, drop00 = TRUE) leaves it out the same way
+                zero = "no events in either arm: not estimable (escalc: drop00 = TRUE)"
+                trail = trail | {"note": "; ".join(part for part in (trail["note"], zero) if part)}
             out["dichotomous"].append(
                 keys
                 | {"ai": e1, "bi": w1 - e1, "ci": e2, "di": w2 - e2, "n1i": w1, "n2i": w2}  # type: ignore[operator]
@@ -476,7 +502,8 @@ def _generic(entry: Entry) -> dict | None:
     the CI with t when each group is under 60, as the Handbook says)."""
     measure = _text(entry.value("effect_measure"))
     estimate, lower, upper = (entry.number(name) for name in ("effect_estimate", "ci_lower", "ci_upper"))
-    level = entry.number("ci_level") or 95.0
+    derived_ci = entry._derived("ci_lower") or entry._derived("ci_upper")  # a CI Atlas derived is a 95% CI
+    level = 95.0 if derived_ci else entry.number("ci_level") or 95.0
     if measure is None or None in (estimate, lower, upper):
         return None
     assert estimate is not None and lower is not None and upper is not None

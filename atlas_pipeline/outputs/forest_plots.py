@@ -149,6 +149,8 @@ def forest_plots(escalc: dict[str, list[dict]]) -> list[ForestPlot]:
 
     def plot_for(row: dict, measure: str) -> ForestPlot:
         name = " ".join(str(row["outcome"] or "outcome not named").split())
+        if row.get("values") == "change from baseline":  # apart from final values, as RevMan keeps them
+            name += " (change from baseline)"
         return plots.setdefault((name.lower(), measure), ForestPlot(name, measure))
 
     def add(row: dict, measure: str, yi: float, vi: float, evidence: str, why: str = "") -> None:

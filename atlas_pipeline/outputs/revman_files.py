@@ -284,10 +284,11 @@ def study_result_rows(
                 "Cases": f"events_{arm}",
                 "Sample size": f"total_{arm}" if _has(entry, f"total_{arm}") else f"n_{arm}",
             }
-            rows[row["study_id"]].append(
+            _add(
+                rows[row["study_id"]],
                 _empty(label, outcome, "Dichotomous")
                 | {"Arm": _arm_name(row, arm), "Sample size": str(row[size]), "Cases": str(row[cases])}
-                | {"Footnotes": _footnote(entry, row, names)}
+                | {"Footnotes": _footnote(entry, row, names)},
             )
     for row in escalc["continuous"]:
         if row["study_id"] not in ours:
@@ -299,10 +300,11 @@ def study_result_rows(
         for arm, mean, sd, size in (("intervention", "m1i", "sd1i", "n1i"), ("comparator", "m2i", "sd2i", "n2i")):
             names = {"Mean": f"mean{change}_{arm}", "SD": f"sd{change}_{arm}"}
             names["Sample size"] = f"n_{arm}" if _has(entry, f"n_{arm}") else f"total_{arm}"
-            rows[row["study_id"]].append(
+            _add(
+                rows[row["study_id"]],
                 _empty(label, outcome, "Continuous")
                 | {"Arm": _arm_name(row, arm), "Sample size": str(row[size])}
-                | {"Mean": _number(row[mean]), "SD": _number(row[sd]), "Footnotes": _footnote(entry, row, names)}
+                | {"Mean": _number(row[mean]), "SD": _number(row[sd]), "Footnotes": _footnote(entry, row, names)},
             )
     for row in escalc["generic"]:
         if row["study_id"] not in ours or entry_key(row) in arm_level or row["measure"] not in EFFECT_MEASURES:
@@ -313,14 +315,34 @@ def study_result_rows(
         columns = ("Exp mean", "Exp CI start", "Exp CI end") if measure in RATIOS else ("Mean", "CI start", "CI end")
         numbers = (row["estimate"], row["ci_lower"], row["ci_upper"])
         names = dict(zip(columns, ("effect_estimate", "ci_lower", "ci_upper"), strict=True))
-        rows[row["study_id"]].append(
+        # a difference's SE as escalc computed it (with t for small groups), so that RevMan's variance is metafor's
+        se = {"SE": _number(math.sqrt(row["vi"]))} if measure not in RATIOS else {}
+        _add(
+            rows[row["study_id"]],
             _empty(label, outcome, data_type)
             | {"Effect measure": EFFECT_MEASURES[measure], "Arm": _arm_name(row, "intervention")}
             | {"Reference arm": _arm_name(row, "comparator"), "CI level": _number(row["ci_level"] or 95)}
             | {column: _number(value) for column, value in zip(columns, numbers, strict=True)}
-            | {"Footnotes": _footnote(entry, row, names)}
+            | se
+            | {"Footnotes": _footnote(entry, row, names) + (f"; SE {row['arithmetic']}" if se else "")},
         )
     return [row for study in studies for row in rows[study.id]]
+
+
+RESULT_KEY = ("Study", "Outcome", "Data type", "Effect measure", "Arm", "Reference arm")
+NUMBERS = ("Sample size", "Cases", "Mean", "SD", "SE", "CI start", "CI end", "Exp mean", "Exp CI start", "Exp CI end")
+
+
+def _add(rows: list[dict], result: dict) -> None:
+    """A result row, once: an arm two comparisons share (a multi-arm trial's control) is written once; an arm given
+    two sets of numbers keeps the first and names the other in its footnote — nothing counted twice, nothing unseen."""
+    key = tuple(result[column] for column in RESULT_KEY)
+    same = next((row for row in rows if tuple(row[column] for column in RESULT_KEY) == key), None)
+    if same is None:
+        rows.append(result)
+    elif any(same[column] != result[column] for column in NUMBERS):
+        shown = ", ".join(f"{column} {result[column]}" for column in NUMBERS if result[column])
+        same["Footnotes"] += f" (another entry gives {shown}: not written, the first is)"
 
 
 def _has(entry: Entry | None, name: str) -> bool:

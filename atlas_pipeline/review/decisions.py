@@ -185,7 +185,7 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
 
 def _plausible(field: TemplateField | None, number: float | int) -> float | int:
     """The number, or ``DecisionRefused`` when it cannot be what the field is (``core.plausibility``)."""
-    problem = value_problem(field.name, number) if field is not None else None
+    problem = value_problem(field.name, number, entering=True) if field is not None else None
     if problem is not None:
         raise DecisionRefused(problem)
     return number

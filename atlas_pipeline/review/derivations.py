@@ -113,7 +113,9 @@ def _derive(
         if not _given(final) or str(shown) not in allowed:
             return None
     base = {"field": name(rule.field), "module": module.name, "entry": entry, "formula": rule.formula}
-    used = [bare for bare in [*rule.input_fields(), *rule.when]]
+    # an optional input (a CI's level) counts once it is there: a level awaiting review holds the derivation back
+    given_optional = [bare for bare in rule.optional.values() if _given(fields.get(bare))]
+    used = [bare for bare in [*rule.input_fields(), *rule.when, *given_optional]]
     inputs = [
         DerivationInput(
             role=role if bare in spec else bare,
@@ -143,10 +145,12 @@ def _derive(
             arguments[role] = parts[0] - parts[1] if len(parts) == 2 else parts[0]
     except ValueError:
         return DerivedValue(**base, state="refused", inputs=inputs, reason="an input is not a number")
-    for role, field in rule.optional.items():
-        final = fields.get(field)
-        if final is not None and final.provenance in ACCEPTED and _has_value(final):
-            arguments[role] = _number(final.final_value)
+    try:
+        for role, field in rule.optional.items():
+            if field in given_optional:
+                arguments[role] = _number(fields[field].final_value)
+    except ValueError:
+        return DerivedValue(**base, state="refused", inputs=inputs, reason=f"{name(field)} is not a number")
     try:
         conversion = FORMULAS[rule.formula](**arguments)
     except (ConversionError, ValueError) as error:

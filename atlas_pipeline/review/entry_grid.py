@@ -124,13 +124,14 @@ def _prefix(name: str) -> str:
 
 def entry_refusal(fields: Mapping[str, Any], changes: Mapping[str, Any]) -> str | None:
     """Why the changes (record field name → new value, None for an emptied cell) would leave an entry — or the single
-    fields — inconsistent (more events than participants, an estimate outside its CI …: ``core.plausibility``), or
-    None. ``fields``: the document's final fields now; a value nobody accepted yet counts as the model gave it."""
+    fields — inconsistent with its accepted values (more events than participants, an estimate outside its CI …:
+    ``core.plausibility``), or None. ``fields``: the document's final fields now; a model's value nobody accepted
+    does not count (the person may be correcting it next)."""
     for prefix in dict.fromkeys(_prefix(name) for name in changes):
         values: dict[str, Any] = {}
         for name, final in fields.items():
-            if _prefix(name) == prefix and final.provenance != "rejected":
-                values[name.rsplit(".", 1)[-1]] = final.final_value if final.decided else final.model_value
+            if _prefix(name) == prefix and final.decided and final.provenance != "rejected":
+                values[name.rsplit(".", 1)[-1]] = final.final_value
         changed = {name.rsplit(".", 1)[-1] for name in changes if _prefix(name) == prefix}
         values |= {name.rsplit(".", 1)[-1]: value for name, value in changes.items() if _prefix(name) == prefix}
         for names, problem in entry_problems(values):

@@ -91,7 +91,7 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
         assert status == 409 and "beyond any plausible" in page
         crafted = {**shown[PDF], "reviewer": "ana", "cell:1001:sd_comparator": "-13", "was:1001:sd_comparator": "13"}
         status, page = _post(f"{site}/documents/{PDF}/groups/outcomes/grid", crafted)
-        assert status == 409 and "a standard deviation or error is above 0" in page
+        assert status == 409 and "a standard deviation or error is 0 or more" in page
         crafted = {**shown[PDF], "reviewer": "ana", "cell:5000:n_comparator": "19", "was:5000:n_comparator": ""}
         status, page = _post(f"{site}/documents/{PDF}/groups/outcomes/grid", crafted)
         assert status == 409 and "has no entry 5000" in page

@@ -256,3 +256,38 @@ def test_the_primary_outcomes_in_single_fields_are_analysed_too():
     assert any(effect.evidence_field == "hr_value" for plot in plots for effect in plot.effects)
     cases = next(r for r in results if r["Arm"] == "drug" and r["Cases"])
     assert cases["Cases"] == "12" and "(trial.pdf event_treatment)" in cases["Footnotes"]
+
+
+def test_what_a_statistician_reading_the_files_would_catch():
+    # a three-arm trial: its control, shared by two comparisons, is one row in RevMan's file
+    three_arms = {**_entry(1, "Death", (5, 50, 9, 50)), **_entry(2, "Death", (7, 50, 9, 50), intervention="drug B")}
+    _, (plot,), results, _ = _files([accepted_report("trial.pdf", three_arms, "NCT1")])
+    assert [r["Arm"] for r in results].count("placebo") == 1 and plot.pooled is None  # not pooled: shared control
+    # a hazard ratio typed both in the survival fields and as an outcome entry counts once
+    both = {"endpoint_name": "Overall survival", "hr_value": 0.8, "hr_ci_lower": 0.6, "hr_ci_upper": 0.95}
+    both |= _named(1, "overall survival", effect_measure="HR", effect_estimate=0.8, ci_lower=0.6, ci_upper=0.95)
+    escalc, _, _, excluded = _files([accepted_report("trial.pdf", both, "NCT1")])
+    assert len(escalc["generic"]) == 1 and "counted once, there" in excluded[0].reason
+    # final values and changes from baseline are separate plots, as in RevMan
+    final = _named(1, "Pain", mean_intervention=3, sd_intervention=1, n_intervention=20, mean_comparator=4,
+                   sd_comparator=1, n_comparator=20)  # fmt: skip
+    change = _named(1, "Pain", mean_change_intervention=-2, sd_change_intervention=1.5, n_intervention=25,
+                    mean_change_comparator=-1, sd_change_comparator=1.4, n_comparator=25)  # fmt: skip
+    states = [accepted_report("a.pdf", final, "A"), accepted_report("b.pdf", change, "B")]
+    escalc, plots, results, _ = _files(states)
+    assert sorted(plot.outcome for plot in plots) == ["Pain", "Pain (change from baseline)"]
+    assert {row["values"] for row in escalc["continuous"]} == {"final", "change from baseline"}
+    # a small trial's mean difference: RevMan gets the SE escalc uses (2 × t(38) wide, not 3.92)
+    small = _named(1, "Pain", effect_measure="MD", effect_estimate=-2, ci_lower=-4, ci_upper=0, n_intervention=20,
+                   n_comparator=20)  # fmt: skip
+    escalc, _, results, _ = _files([accepted_report("a.pdf", small, "A")])
+    (row,) = escalc["generic"]
+    assert math.sqrt(row["vi"]) == pytest.approx(4 / (2 * 2.024394), rel=1e-5)
+    assert float(results[0]["SE"]) == pytest.approx(math.sqrt(row["vi"]), rel=1e-9)
+    # no events in either arm: said in the file, as escalc(…, drop00 = TRUE) and RevMan treat it
+    escalc, _, _, _ = _files([accepted_report("a.pdf", _entry(1, "Death", (0, 30, 0, 31)), "A")])
+    assert "no events in either arm" in escalc["dichotomous"][0]["note"]
+    # a value no analysis can read is named, not silently dropped
+    odd = {**_entry(1, "Death", (5, 50, 9, 50)), "outcomes[1].total_comparator": "1,050 (95%)"}
+    escalc, _, _, excluded = _files([accepted_report("a.pdf", odd, "A")])
+    assert escalc["dichotomous"] == [] and "not a number the analysis can read" in excluded[0].reason

@@ -96,7 +96,13 @@ def test_an_sd_from_the_exact_p_of_a_stated_t_test_the_handbooks_example():
 
 def test_a_p_threshold_never_derives_an_sd_however_it_is_written():
     test = {"p_value_test": ("t-test", "model_verified")}
-    for quote in ("p < 0.001", "P value less than 0.001", "p-value ‹ 0·001", "P<.001", "p ≤ 0.001", "NS"):
+    quotes = ("p < 0.001", "P value less than 0.001", "p-value ‹ 0·001", "P<.001", "p ≤ 0.001", "P ≦ 0.001", "NS")
+    quotes += (
+        "P value of 0.001 or less",
+        "alpha was set at 0.001; the groups differed (p < 0.001)",
+        "p = 1·10−3 or less",
+    )
+    for quote in quotes:
         review = _review({**COMMON, **test, "p_value_comparison": (0.001, "model_verified", quote)})
         sds = _sds(review)
         assert sds and all(v.state == "refused" and "threshold" in v.reason for v in sds), quote
@@ -258,3 +264,16 @@ def test_in_the_default_mode_a_derived_value_is_approved_and_a_persons_entry_cor
            template_field=TEMPLATE.field_definition(total))  # fmt: skip
     again = review_document(record, load_decisions(store, record.key), policy, derivations).fields
     assert again[total].final_value == 62 and (again[field].provenance, again[field].model_value) == ("recheck", 26)
+
+
+def test_a_ci_level_awaiting_review_holds_the_derivation_back():
+    ci = {
+        **COMMON,
+        "effect_measure": ("MD", "model_verified"),
+        "ci_lower": (1.2, "model_verified"),
+        "ci_upper": (6.4, "model_verified"),
+    }
+    (held, *_) = derive_values(_review({**ci, "ci_level": (90, "awaiting_review")}), TEMPLATE)
+    assert held.state == "refused" and "ci_level is awaiting review" in held.reason
+    (odd, *_) = derive_values(_review({**ci, "ci_level": ("90%", "reviewer_corrected")}), TEMPLATE)
+    assert odd.state == "refused" and "ci_level is not a number" in odd.reason

@@ -23,8 +23,8 @@ def _field(name: str):
         ("n_intervention", "0", "a group size is above 0"),
         ("total_comparator", "-3", "a group size is above 0"),
         ("events_intervention", "-1", "a number of events is 0 or more"),
-        ("sd_comparator", "0", "a standard deviation or error is above 0"),
-        ("se_intervention", "-0.4", "a standard deviation or error is above 0"),
+        ("sd_comparator", "-2", "a standard deviation or error is 0 or more"),
+        ("se_intervention", "-0.4", "a standard deviation or error is 0 or more"),
         ("percent_intervention", "140", "a percentage is between 0 and 100"),
         ("p_value_comparison", "1.5", "a p value is above 0 and at most 1"),
         ("ci_level", "950", "a confidence level"),
@@ -41,6 +41,7 @@ def test_each_rule_is_refused_where_the_value_enters(field, typed, reason):
 def test_plausible_values_pass_and_a_p_threshold_keeps_its_sign():
     assert coerce_value("25", _field("n_intervention")) == 25
     assert coerce_value("0", _field("events_intervention")) == 0
+    assert coerce_value("0", _field("sd_comparator")) == 0  # as a paper may report it; the analysis leaves it out
     assert coerce_value("0.008", _field("p_value_comparison")) == 0.008
     for typed in ("<0.001", "< .001", "p < 0.001", "less than 0.001", "‹0·001"):
         assert coerce_value(typed, _field("p_value_comparison")) == "<0.001", typed
@@ -75,3 +76,11 @@ def test_an_entrys_values_are_checked_together():
     assert entry_refusal(fields, {"outcomes[1].events_intervention": 12}) is None
     assert entry_refusal(fields, {"outcomes[2].events_intervention": 9}) is None  # entry 2's own group of 10
     assert entry_refusal(fields, {"outcomes[1].events_intervention": None}) is None  # emptied
+    assert "a ratio is above 0" in entry_refusal(
+        {**fields, "outcomes[1].effect_measure": _final("outcomes[1].effect_measure", "MD")},
+        {"outcomes[1].effect_measure": "RR", "outcomes[1].ci_lower": -0.1, "outcomes[1].effect_estimate": 0.2},
+    )
+    # a model's value nobody accepted does not refuse a person's: they may be correcting it next
+    unreviewed = {**fields, "outcomes[1].total_intervention": FinalField(
+        field="x", provenance="awaiting_review", model_value=5)}  # fmt: skip
+    assert entry_refusal(unreviewed, {"outcomes[1].events_intervention": 10}) is None
