@@ -34,7 +34,7 @@ def settle(function, *args):
     return function(*args)
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1500)
 def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(tmp_path, monkeypatch):
     kb = tmp_path / "kb"
     shutil.copytree(SEED_KB, kb)
@@ -59,7 +59,8 @@ def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(t
             atlas = Deployment.from_settings(load_settings(atlas_env))
             killed = restarted = False
             states = []
-            deadline = time.monotonic() + 600
+            # 30 documents, a third of them OCR'd, on two cores: 4–11 minutes (measured); stuck is never terminal
+            deadline = time.monotonic() + 1000
             while time.monotonic() < deadline:
                 assert daemon.poll() is None, "dagster-daemon exited:\n" + log_path.read_text()[-3000:]
                 runs = settle(instance.get_runs, dg.RunsFilter(statuses=ACTIVE))
