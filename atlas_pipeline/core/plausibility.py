@@ -31,10 +31,12 @@ def as_number(value: Any) -> float | None:
     """A value as a number (an integer or a float, a numeric string), or None when it is not one."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int | float):
-        return float(value)
     try:
+        if isinstance(value, int | float):
+            return float(value)
         return float(str(value).strip().replace("−", "-"))
+    except OverflowError:  # a whole number past what a float holds: beyond any plausible value, said so
+        return math.inf
     except ValueError:
         return None
 

@@ -30,7 +30,7 @@ from typing import Any
 import polars as pl
 
 from atlas_pipeline.core.conversions import ConversionError, log_ratio_from_ci, se_from_ci
-from atlas_pipeline.core.plausibility import entry_problems, value_problem
+from atlas_pipeline.core.plausibility import as_number, entry_problems, value_problem
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.review.decisions import value_text
@@ -180,13 +180,8 @@ class Entry:
 
 def _number(value: Any) -> float | None:
     """A final value as a number, or None (empty, not a number, or not finite: NaN and infinity analyse nothing)."""
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        number = float(str(value).replace("−", "-"))
-    except (ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
+    number = as_number(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _text(value: Any) -> str | None:

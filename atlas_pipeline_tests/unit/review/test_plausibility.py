@@ -38,6 +38,12 @@ def test_each_rule_is_refused_where_the_value_enters(field, typed, reason):
         coerce_value(typed, _field(field))
 
 
+def test_a_whole_number_past_what_a_float_holds_is_named_not_a_crash():
+    from atlas_pipeline.core.plausibility import value_problem
+
+    assert "beyond any plausible" in value_problem("n_intervention", 10**400)
+
+
 def test_plausible_values_pass_and_a_p_threshold_keeps_its_sign():
     assert coerce_value("25", _field("n_intervention")) == 25
     assert coerce_value("0", _field("events_intervention")) == 0
