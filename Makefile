@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test test-fast dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-search bench-soak bench-llm
+.PHONY: run test test-fast dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -40,7 +40,7 @@ eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (ev
 	$(BIN)/python -m eval.fidelity
 	$(BIN)/python -m eval.duplicates
 
-bench: bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-search bench-soak ## Every benchmark (about 90 minutes)
+bench: bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
 
 bench-quotes: setup
 	$(BIN)/python -m bench.quotes
@@ -56,6 +56,9 @@ bench-llm: setup ## Requests in flight: atlas run, batches and the daemon agains
 
 bench-scale: setup
 	$(BIN)/python -m bench.scale
+
+bench-scan: setup ## Knowledge-base scans of 10k, 50k and 100k files (copies of one file and distinct ones)
+	$(BIN)/python -m bench.scan
 
 bench-search: setup test-deps ## Search latency at 1,000 and 10,000 documents, SQLite and PostgreSQL
 	$(BIN)/python -m bench.search

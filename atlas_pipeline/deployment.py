@@ -233,7 +233,7 @@ class Deployment:
         """The Batch API queue kept in the artifact store (``extraction.batches``)."""
         from atlas_pipeline.extraction.batches import BatchQueue
 
-        return BatchQueue(store)
+        return BatchQueue(store, self.settings.llm_batch_deadline_hours)
 
     # the review group
 

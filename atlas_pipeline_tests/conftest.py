@@ -202,6 +202,8 @@ def run(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypat
         "llm_max_retries": "2",
         "llm_backoff_seconds": "0.01",
         "llm_timeout_seconds": "2",
+        "llm_deadline_seconds": "5",  # the whole answer: a trickled or endless one is cut off (test_llm_extraction)
+        "llm_max_answer_bytes": "2000000",
     }
     settings = settings_for(knowledge_base, **options)
     atlas = atlas_for(knowledge_base, **options)

@@ -48,7 +48,9 @@ def command_review(args: argparse.Namespace) -> int:
         print(f"atlas: cannot serve the review page on {args.host}:{port}: {problem}", file=sys.stderr)
         return 2
     print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
-    uvicorn.run(create_app(settings, host=args.host), host=args.host, port=port, log_level="warning")
+    app = create_app(settings, host=args.host)
+    # X-Forwarded-For/-Proto only from the documented proxy (ATLAS_REVIEW_AUTH_HEADER): never a local process's word
+    uvicorn.run(app, host=args.host, port=port, log_level="warning", proxy_headers=bool(settings.review_auth_header))
     return 0
 
 

@@ -66,7 +66,7 @@ def command_run(args: argparse.Namespace) -> int:
         if settings.llm_second_model:
             endpoint = settings.llm_second_base_url or "the same endpoint"
             print(f"second extractor: {settings.llm_second_model} ({endpoint}); differences go to a person")
-    scan = refresh_catalog(atlas.open_knowledge_base(), store)
+    scan = refresh_catalog(atlas.open_knowledge_base(), store, progress=_scan_progress)
     print(f"scan: {scan.summary()}")
     with dg.DagsterInstance.get() as instance:
         for run_id in reap_dead_runs(instance):
@@ -140,7 +140,7 @@ def command_run(args: argparse.Namespace) -> int:
                 )
         if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
             inbox = Store(settings.review_inbox)
-            policy = (atlas.derivations(), atlas.accepted_tiers())
+            policy = (atlas.derivations(), atlas.accepted_tiers(), settings.review_workbook_max_rows)
             for report in import_inbox(inbox, store, template, settings.reviewer, *policy):
                 print(f"review inbox: {report.summary()}")
 
@@ -211,6 +211,12 @@ def command_run(args: argparse.Namespace) -> int:
                 f"  {len(left_out)} value(s) left out of the analysis files (sources that disagree, implausible "
                 f"numbers): {exports.url(export_path(EXCLUDED_STEM, 'csv'))}"
             )
+            for row in left_out[:5]:
+                print(f"    {row['study_id']} {row['entry']}: {row['field']}: {row['reason']}")
+            if len(left_out) > 5:
+                print(f"    … and {len(left_out) - 5} more")
+        for path, reason in files_not_written(instance).items():
+            print(f"  not written: {exports.url(path)}: {reason} (every other file was)")
         if settings.llm_second_model:
             agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
             print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")
@@ -219,6 +225,24 @@ def command_run(args: argparse.Namespace) -> int:
         print_sources(settings)
         open_states = [s for s in states if s.status not in TERMINAL]
     return 1 if open_states else 0
+
+
+def files_not_written(instance) -> dict[str, str]:
+    """The export files the latest extraction_exports could not write, with why (its metadata)."""
+    import dagster as dg
+
+    from atlas_pipeline.defs.asset_names import FILES_NOT_WRITTEN
+
+    event = instance.get_latest_materialization_event(dg.AssetKey("extraction_exports"))
+    entry = (
+        event.asset_materialization.metadata.get(FILES_NOT_WRITTEN) if event and event.asset_materialization else None
+    )
+    return dict(entry.value) if entry is not None and isinstance(entry.value, dict) else {}
+
+
+def _scan_progress(done: int, total: int) -> None:
+    """A long scan (many files, a slow share) says how far it got, about once a second."""
+    print(f"scanning the knowledge base: {done:,} of {total:,} files", flush=True)
 
 
 def _print_estimate(settings, atlas, store, entries) -> int:

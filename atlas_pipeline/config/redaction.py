@@ -1,48 +1,67 @@
 """Secrets never leave in text: reasons, log lines, metadata and error messages pass through ``redact``.
 
 Whatever produced the text — our code, a library's exception, an endpoint echoing the request back ("Invalid request
-for credentials Bearer sk-…") — the configured secrets are replaced by ``***`` before it is stored, logged, exported
-or printed. The secrets are the values of the credential variables (``ATLAS_LLM_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_SESSION_TOKEN``, ``DAGSTER_PG_PASSWORD``, and any ``ATLAS_*``, ``AWS_*`` or ``DAGSTER_*`` variable whose name
-ends in ``KEY``, ``SECRET``, ``PASSWORD`` or ``TOKEN``), read from the environment when redacting, so a key set after
-start-up is covered too; bearer tokens in ``Authorization`` style text are masked whatever their value.
+for credentials Bearer sk-…"), or echoing it disguised — the configured secrets are replaced by ``***`` before it is
+stored, logged, exported or printed. The secrets are the values of the credential variables (``ATLAS_LLM_API_KEY``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``DAGSTER_PG_PASSWORD``, and any ``ATLAS_*``, ``AWS_*`` or
+``DAGSTER_*`` variable whose name ends in ``KEY``, ``SECRET``, ``PASSWORD`` or ``TOKEN``), read from the environment
+when redacting, so a key set after start-up is covered too. Of each secret these forms are masked:
+
+- the secret itself, and any run of 8 or more characters equal to its start (a key cut to its first 12 characters is
+  masked as far as it goes; a run of 7 is left, and a secret shorter than 8 only whole);
+- its URL encodings: ``quote`` with ``safe=""``, the default ``quote`` (``/`` kept), ``quote_plus``, with upper- or
+  lower-case hex;
+- its base64, standard and URL-safe, padded or not, of the secret alone and of ``Bearer <secret>``, and the part of
+  any longer base64 text that encodes the secret, at each of the three alignments a string can have in base64 (the
+  characters that also carry bits of the neighbouring bytes are left); those in a URL percent-encoded too.
+
+Bearer tokens in ``Authorization`` style text are masked whatever their value. The forms are derived once per set of
+secrets (cached) and found with one compiled pattern, so ``redact`` stays cheap on every string of every export row.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import functools
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
-from urllib.parse import quote
+from collections.abc import Iterable, Iterator, Mapping
+from typing import NamedTuple
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 MIN_SECRET_LENGTH = 6  # shorter values ("test", "x") would mask ordinary words
+PREFIX_LENGTH = 8  # a run this long equal to a secret's start is masked (shorter ones would mask ordinary text)
 _SECRET_NAME = re.compile(r"^(ATLAS|AWS|DAGSTER)_\w*(KEY|SECRET|PASSWORD|TOKEN)$")
 _NOT_SECRET = {"AWS_ACCESS_KEY_ID"}  # an identifier, shown in AWS's own error messages
 _BEARER = re.compile(r"(?i)\b(bearer\s+|(?:api[_-]?key|access[_-]?token|secret)\s*[:=]\s*)([A-Za-z0-9._~+/=-]{12,})")
+_PERCENT_HEX = re.compile(r"%[0-9A-F]{2}")
+# characters of base64 text at the start of a secret placed 0, 1 or 2 bytes into a 3-byte group that also carry bits
+# of the bytes before it
+_UNSTABLE_LEAD = (0, 2, 3)
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values to mask, longest first (so a secret that contains another is masked whole)."""
+    """The values to mask, longest first (``redact`` masks their encoded forms and prefixes too)."""
     env = os.environ if environ is None else environ
     values = {
         value
         for name, value in env.items()
         if _SECRET_NAME.match(name) and name not in _NOT_SECRET and len(value) >= MIN_SECRET_LENGTH
     }
-    values |= {quote(value, safe="") for value in values}
     return sorted(values, key=len, reverse=True)
 
 
 def redact(text: str, environ: Mapping[str, str] | None = None, secrets: list[str] | None = None) -> str:
-    """``text`` with every configured secret and every bearer-style token replaced by ``***``."""
+    """``text`` with every configured secret (in any of the forms the module names) and every bearer-style token
+    replaced by ``***``."""
     if not text:
         return text
-    for value in secret_values(environ) if secrets is None else secrets:
-        if value in text:
-            text = text.replace(value, MASK)
+    finder = _finder(tuple(secret_values(environ) if secrets is None else secrets))
+    if finder is not None and len(text) >= finder.shortest:
+        text = finder.mask(text)
     return _BEARER.sub(lambda m: m.group(1) + MASK, text)
 
 
@@ -56,6 +75,117 @@ def redact_value(value: object, secrets: list[str] | None = None) -> object:
     if isinstance(value, dict):
         return {key: redact_value(item, secrets) for key, item in value.items()}
     return value
+
+
+def _url_forms(text: str) -> set[str]:
+    """``text`` URL-encoded as the usual encoders do it, with upper- and lower-case hex."""
+    forms = {quote(text, safe=""), quote(text), quote_plus(text)}
+    return forms | {_PERCENT_HEX.sub(lambda m: m.group(0).lower(), form) for form in forms}
+
+
+def _base64_forms(payload: bytes) -> set[str]:
+    """The base64 of ``payload`` (standard and URL-safe, padded or not), and for each of the three alignments it can
+    have inside longer base64 text the characters that encode only its bytes."""
+    forms = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(payload).decode()
+        forms |= {whole, whole.rstrip("=")}
+        for offset, lead in enumerate(_UNSTABLE_LEAD):
+            encoded = encode(bytes(offset) + payload).decode().rstrip("=")
+            tail = 1 if (offset + len(payload)) % 3 else 0  # its last character also carries the next byte's bits
+            forms.add(encoded[lead : len(encoded) - tail])
+    return forms
+
+
+def derived_forms(secret: str) -> set[str]:
+    """Every fixed string that discloses ``secret`` (its prefixes aside): itself, URL-encoded, base64-encoded."""
+    data = secret.encode()
+    encoded = _base64_forms(data) | _base64_forms(b"Bearer " + data)
+    forms = {secret} | _url_forms(secret) | encoded
+    forms |= {quote(form, safe="") for form in encoded}  # base64 in a query string: "+", "/" and "=" escaped
+    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
+
+
+class _Finder(NamedTuple):
+    pattern: re.Pattern[str]  # every fixed form, and the first PREFIX_LENGTH characters of each long secret
+    heads: dict[str, tuple[str, ...]]  # those first characters -> the secrets that start with them
+    shortest: int  # no text shorter than this holds a form
+
+    def mask(self, text: str) -> str:
+        match = self.pattern.search(text)
+        if match is None:
+            return text
+        parts, done = [], 0
+        while match is not None:
+            start, end = match.start(), self._end(text, match)
+            match = self.pattern.search(text, start + 1)
+            while match is not None and match.start() < end:  # overlapping forms: masked as one run
+                end = max(end, self._end(text, match))
+                match = self.pattern.search(text, match.start() + 1)
+            parts += (text[done:start], MASK)
+            done = end
+        parts.append(text[done:])
+        return "".join(parts)
+
+    def _end(self, text: str, match: re.Match[str]) -> int:
+        """Where the form found by ``match`` ends: a secret's first characters run on as far as they equal it."""
+        start, end = match.span()
+        for secret in self.heads.get(text[start : start + PREFIX_LENGTH], ()):
+            end = max(end, start + _common_start(text, start, secret))
+        return end
+
+
+def _common_start(text: str, start: int, secret: str) -> int:
+    """How many characters of ``text`` from ``start`` equal the start of ``secret`` (a binary search of C compares)."""
+    low, high = 0, min(len(secret), len(text) - start)  # text[start:start + low] == secret[:low]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text.startswith(secret[:middle], start):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+@functools.lru_cache(maxsize=32)
+def _finder(secrets: tuple[str, ...]) -> _Finder | None:
+    """The pattern finding every form of ``secrets`` (derived once per set of secrets)."""
+    if not secrets:
+        return None
+    words, heads = set(), {}
+    for secret in secrets:
+        words |= derived_forms(secret)
+        if len(secret) >= PREFIX_LENGTH:
+            head = secret[:PREFIX_LENGTH]
+            heads[head] = (*heads.get(head, ()), secret)
+            words.add(head)
+    return _Finder(re.compile(_trie_pattern(words)), heads, min(len(word) for word in words))
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """One regular expression matching any of ``words``, the longest at a place: a trie, so that at each character
+    one branch is followed whatever the number of words."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def pattern(node: dict) -> str:
+        chain = []
+        while len(node) == 1 and "" not in node:  # a run without branches: one literal
+            ((char, node),) = node.items()
+            chain.append(re.escape(char))
+        branches = [re.escape(char) + pattern(child) for char, child in node.items() if char]
+        if not branches:
+            return "".join(chain)
+        group = "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a word ends here too: the longer ones first (greedy), else this one
+            group += "?"
+        return "".join(chain) + group
+
+    return pattern(trie)
 
 
 class RedactingFilter(logging.Filter):

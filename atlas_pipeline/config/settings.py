@@ -196,7 +196,26 @@ class AtlasSettings(BaseSettings):
         description="API key of the second extractor's endpoint (never logged or stored; empty: ATLAS_LLM_API_KEY "
         "when the endpoint is the first's).",
     )
-    llm_timeout_seconds: float = Field(120.0, gt=0, le=3600, description="Timeout of one LLM request.")
+    llm_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="Timeout of one read of an LLM request (connecting, the first byte, each later read).",
+    )
+    llm_deadline_seconds: float = Field(
+        600.0,
+        gt=0,
+        le=86_400,
+        description="The whole answer of one LLM request (headers and body) within this time, or it is cut off and "
+        "the request fails with the reason (an endpoint that trickles its answer never holds a run).",
+    )
+    llm_max_answer_bytes: int = Field(
+        16_000_000,
+        ge=10_000,
+        le=1_000_000_000,
+        description="The largest answer body read from the LLM endpoint; beyond it the answer is cut off, the request "
+        "fails with the reason and nothing is cached.",
+    )
     llm_max_retries: int = Field(4, ge=0, le=20, description="Retries of transient LLM errors (429, 5xx, timeouts).")
     llm_backoff_seconds: float = Field(
         2.0, ge=0, le=300, description="First retry delay; doubles each retry, plus random jitter."
@@ -224,6 +243,14 @@ class AtlasSettings(BaseSettings):
         False,
         description="Send extraction requests through the endpoint's Batch API (OpenAI: half price, answers within "
         "24 h): documents wait at the endpoint and are graded when their answers arrive.",
+    )
+    llm_batch_deadline_hours: float = Field(
+        26.0,
+        gt=0,
+        le=24 * 30,
+        description="A Batch API batch still open this long after it was sent is cancelled and given up: its "
+        "requests are sent directly at their documents' next run (an endpoint that never ends a batch never holds "
+        "a document).",
     )
     llm_batch_poll_seconds: int = Field(
         60,
@@ -263,8 +290,30 @@ class AtlasSettings(BaseSettings):
     review_session_hours: float = Field(
         12, gt=0, le=24 * 30, description="How long a login to the review page lasts (hours)."
     )
+    review_login_free_failures: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Failed logins to the review page an account, or a client address, has before it must wait: "
+        "then 1 s before the next attempt, doubling after each further failure (the password is not checked while "
+        "it waits); a successful login clears the count.",
+    )
+    review_login_max_lockout_seconds: int = Field(
+        900,
+        ge=1,
+        le=86_400,
+        description="The longest wait after failed logins to the review page (seconds); a count is also forgotten "
+        "once this long has passed after its wait without another failure.",
+    )
     review_inbox: str = Field(
         "", description="Folder or s3:// prefix where reviewed workbooks are dropped to be imported (empty: none)."
+    )
+    review_workbook_max_rows: int = Field(
+        300_000,
+        ge=1_000,
+        le=5_000_000,
+        description="The most rows (over every sheet) a reviewed workbook may hold; one with more is refused with the "
+        "reason before any reader opens it (a spreadsheet reader holds a whole sheet in memory).",
     )
     review_accept_tiers: str = Field(
         "verified",
@@ -452,6 +501,8 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "llm_second_base_url",
             "llm_second_api_key",
             "llm_timeout_seconds",
+            "llm_deadline_seconds",
+            "llm_max_answer_bytes",
             "llm_max_retries",
             "llm_backoff_seconds",
             "llm_structured_output",
@@ -460,6 +511,7 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "llm_requests_per_minute",
             "llm_tokens_per_minute",
             "llm_batch",
+            "llm_batch_deadline_hours",
             "llm_batch_poll_seconds",
             "llm_gate_dir",
             "llm_prices",
@@ -473,7 +525,10 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "review_users",
             "review_auth_header",
             "review_session_hours",
+            "review_login_free_failures",
+            "review_login_max_lockout_seconds",
             "review_inbox",
+            "review_workbook_max_rows",
             "review_accept_tiers",
             "derive_opt_in",
             "review_interval_seconds",

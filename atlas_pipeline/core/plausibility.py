@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from atlas_pipeline.core.numbers import number_or_none
+
 MAX_MAGNITUDE = 1e15  # no count or measurement is larger; int64 and float64 hold every number up to it exactly
 RATIO_MEASURES = frozenset({"RR", "OR", "HR"})
 ARMS = ("intervention", "comparator", "treatment", "control")
@@ -32,13 +34,10 @@ def as_number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     try:
-        if isinstance(value, int | float):
-            return float(value)
-        return float(str(value).strip().replace("−", "-"))
+        number = value if isinstance(value, int | float) else number_or_none(str(value))
+        return None if number is None else float(number)
     except OverflowError:  # a whole number past what a float holds: beyond any plausible value, said so
         return math.inf
-    except ValueError:
-        return None
 
 
 def value_problem(name: str, value: Any, *, entering: bool = False) -> str | None:

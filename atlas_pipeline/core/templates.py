@@ -173,9 +173,14 @@ class Template(BaseModel):
         return next((list(module.identity) for module in self.groups if module.name == group), [])
 
     def field_definition(self, name: str) -> TemplateField | None:
-        """A field by its name, or by its name in an entry of a group (``outcomes[2].mean_intervention``)."""
-        group, _, bare = entry_field_parts(name)
+        """A field by its name, or by its name in an entry of a group (``outcomes[2].mean_intervention``) whose
+        number the group can hold (``entry_in_range``); None for any other name."""
+        group, entry, bare = entry_field_parts(name)
+        if "[" in name and entry is None:
+            return None
         for module in self.modules:
+            if group and module.name == group and not entry_in_range(entry, module.max_entries):
+                return None
             if (module.name == group) if group else not module.repeating:
                 for field in module.fields:
                     if field.name == bare:
@@ -194,6 +199,15 @@ class Template(BaseModel):
         extracted = self.model_dump(mode="json", exclude={"modules": {"__all__": {"derivations"}}})
         canonical = json.dumps(extracted, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+ADDED_FROM = 1001  # a person's entries are numbered from here: above any group's max_entries (≤ 500)
+
+
+def entry_in_range(entry: int | None, max_entries: int) -> bool:
+    """Whether an entry number is one a group holds: a model's (1…``max_entries``) or a person's (``ADDED_FROM`` and
+    the ``max_entries`` after it)."""
+    return entry is not None and (1 <= entry <= max_entries or ADDED_FROM <= entry < ADDED_FROM + max_entries)
 
 
 def entry_field_name(group: str, entry: int, field: str) -> str:

@@ -4,7 +4,12 @@ import time
 
 import dagster as dg
 
-from atlas_pipeline.defs.asset_names import EVALUATION_ASSET_NAME, FINAL_VALUES_POLICY, STATES_READ_AT
+from atlas_pipeline.defs.asset_names import (
+    EVALUATION_ASSET_NAME,
+    FILES_NOT_WRITTEN,
+    FINAL_VALUES_POLICY,
+    STATES_READ_AT,
+)
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
@@ -135,12 +140,15 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     excluded = read_excluded(atlas.deployment.exports_store())
     if excluded:
         context.log.warning(f"{len(excluded)} value(s) left out of the analysis files: see atlas_analysis_excluded.csv")
+    for path, reason in paths.not_written.items():
+        context.log.error(f"{path} not written: {reason}")
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,
             FINAL_VALUES_POLICY: policy,
             "documents": len(states),
             "analysis_values_left_out": len(excluded),
+            FILES_NOT_WRITTEN: dg.MetadataValue.json(paths.not_written),
             "left_out": dg.MetadataValue.md(excluded_markdown(excluded)),
             "agreement": dg.MetadataValue.md(agreement_markdown(agreement_rows(states, template))),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},

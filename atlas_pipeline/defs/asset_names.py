@@ -20,4 +20,6 @@ STATES_READ_AT = "states_read_at"
 # metadata key of the aggregates whose figures depend on what makes a value final (the team's acceptance policy, the
 # derivation rules, the template): the policy they were made with (``Deployment.final_values_policy``)
 FINAL_VALUES_POLICY = "final_values_policy"
+# metadata key of extraction_exports: each export file that could not be written, with why (the others were)
+FILES_NOT_WRITTEN = "files_not_written"
 EVALUATION_ASSET_NAME = "extraction_evaluation"  # an aggregate too, when a gold file is configured (ATLAS_GOLD)

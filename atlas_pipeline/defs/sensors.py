@@ -37,6 +37,16 @@ def decode_cursor(cursor: str | None) -> dict[str, str]:
     return value if isinstance(value, dict) else {}
 
 
+SHOWN_ALIASES = 20  # an observation names a document's first copies and counts the rest (100k copies: no 1.6 MB)
+
+
+def _aliases_shown(aliases: list[str]) -> str:
+    if not aliases:
+        return "none"
+    more = f" … and {len(aliases) - SHOWN_ALIASES} more" if len(aliases) > SHOWN_ALIASES else ""
+    return ", ".join(aliases[:SHOWN_ALIASES]) + more
+
+
 def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str = "") -> dg.SensorDefinition:
     """``extraction_version`` (the tag of ``extraction.version``) is part of every run key: when it changes, every
     document is requested again (parses are cached, so only the extraction is redone)."""
@@ -92,7 +102,7 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
                 metadata={
                     "source_removed": scan.catalog.entries[key].removed,
                     "source_path": scan.catalog.entries[key].source_path,
-                    "aliases": ", ".join(scan.catalog.entries[key].aliases) or "none",
+                    "aliases": _aliases_shown(scan.catalog.entries[key].aliases),
                 },
             )
             for key in dict.fromkeys(catalog_changes)
@@ -141,7 +151,13 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
                 deployment = atlas.deployment
                 template, derivations = deployment.load_template(), deployment.derivations()
                 for report in import_inbox(
-                    inbox, store, template, settings.reviewer, derivations, deployment.accepted_tiers()
+                    inbox,
+                    store,
+                    template,
+                    settings.reviewer,
+                    derivations,
+                    deployment.accepted_tiers(),
+                    settings.review_workbook_max_rows,
                 ):
                     context.log.info(f"review inbox: {report.summary()}")
             except Exception as error:  # an inbox that cannot be read never stops decisions from being merged

@@ -12,6 +12,10 @@ another worker picks up where the last one stopped.
 A request the batch could not answer: expired (the window ended) or a transient error (429, 5xx) → queued again for
 the next batch; a permanent error (a 4xx) → recorded under ``failed/``, read once by the document's next run, which
 fails with that reason. A batch that failed as a whole (its file refused) fails its requests the same way.
+
+A batch still open ``deadline_hours`` after it was sent (``ATLAS_LLM_BATCH_DEADLINE_HOURS``: an endpoint that never
+ends it) is cancelled at the endpoint (as far as it lets us) and given up here: its requests are sent directly at the
+documents' next run — said in their record and the poll's report — so no document waits for ever.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -52,6 +57,7 @@ class PollReport:
     answered: int = 0
     requeued: int = 0
     failed: int = 0
+    overdue: int = 0  # requests of batches past the local deadline: sent directly at their documents' next run
     ready: set[str] = field(default_factory=set)  # documents with new answers: to be run again
     problems: list[str] = field(default_factory=list)  # what could not be done this time (tried again next time)
 
@@ -62,6 +68,8 @@ class PollReport:
             parts.append(f"submitted {', '.join(self.submitted)}")
         if self.answered or self.requeued or self.failed:
             parts.append(f"{self.answered} answer(s) in, {self.requeued} queued again, {self.failed} refused")
+        if self.overdue:
+            parts.append(f"{self.overdue} request(s) of overdue batches to be sent directly")
         if self.ready:
             parts.append(f"{len(self.ready)} document(s) ready to grade")
         return "; ".join(parts + self.problems)
@@ -70,8 +78,9 @@ class PollReport:
 class BatchQueue:
     """The Batch API queue of one artifact store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, deadline_hours: float = 26.0) -> None:
         self.store = store
+        self.deadline_hours = deadline_hours  # the endpoint's 24 h window and a margin: then given up here
 
     # -- the extraction side ------------------------------------------------------------------------------------
     def enqueue(self, key: str, body: dict[str, Any], document: str) -> str:
@@ -89,21 +98,22 @@ class BatchQueue:
         self.store.write_json(llm_batch_request_path("queued", key), entry)
         return "queued"
 
-    def take_failure(self, key: str) -> str | None:
-        """Why the batch refused this request for good — once: the next ask queues it again."""
+    def take_failure(self, key: str) -> tuple[str, bool] | None:
+        """Why the batch gave this request up, and whether it is to be sent directly instead (a batch past the local
+        deadline) — once: the next ask queues it again."""
         path = llm_batch_request_path("failed", key)
         entry = self.store.read_json_or(path, None)
         if entry is None:
             return None
         self.store.delete(path)
-        return entry["reason"]
+        return entry["reason"], bool(entry.get("direct"))
 
     def queued(self) -> list[str]:
         return self._keys("queued")
 
     def open_batches(self) -> list[dict[str, Any]]:
         records = (self.store.read_json(path) for path in self.store.files(f"{LLM_BATCHES}/batches"))
-        return [record for record in records if record.get("status") not in (*ENDED, "lost")]
+        return [record for record in records if record.get("status") not in (*ENDED, "lost", "overdue")]
 
     def _keys(self, state: str) -> list[str]:
         prefix = f"{LLM_BATCHES}/{state}/"
@@ -214,6 +224,9 @@ class BatchQueue:
         state = batch.status + (f" {counts.completed}/{counts.total}" if counts is not None else "")
         record["status"] = batch.status
         record["checked_at"] = now_iso()
+        if batch.status not in ENDED and self._overdue(record):
+            self._give_up(client, record, state, report)
+            return
         if batch.status not in ENDED:
             report.open[batch.id] = state
             self.store.write_json(llm_batch_path(batch.id), record)
@@ -237,6 +250,33 @@ class BatchQueue:
                 self._fail(key, errors or f"the batch ended {batch.status} without an answer", report)
         record["ended_at"] = now_iso()
         self.store.write_json(llm_batch_path(batch.id), record)
+
+    def _overdue(self, record: dict[str, Any]) -> bool:
+        try:
+            sent = datetime.fromisoformat(record["submitted_at"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        return (datetime.now(UTC) - sent).total_seconds() > self.deadline_hours * 3600
+
+    def _give_up(self, client: openai.OpenAI, record: dict[str, Any], state: str, report: PollReport) -> None:
+        """A batch past the local deadline: cancelled at the endpoint if it lets us, its requests sent directly."""
+        try:
+            client.batches.cancel(record["id"])
+        except openai.APIError as error:  # it may not support cancelling: given up here all the same
+            report.problems.append(f"{record['id']}: could not be cancelled ({redact(str(error))[:120]})")
+        reason = (
+            f"the Batch API did not end batch {record['id']} within ATLAS_LLM_BATCH_DEADLINE_HOURS="
+            f"{self.deadline_hours:g} ({state}): its requests are sent directly"
+        )
+        LOG.warning("Batch API: %s", reason)
+        for key in record["keys"]:
+            sent = self.store.read_json_or(llm_batch_request_path("sent", key), None)
+            if sent is not None:
+                self._record(sent, "sent", "failed", {"reason": reason, "direct": True, "at": now_iso()}, report)
+                report.overdue += 1
+        record["status"], record["ended_at"] = "overdue", now_iso()
+        self.store.write_json(llm_batch_path(record["id"]), record)
+        report.problems.append(reason)
 
     def _take_line(self, line: dict[str, Any], model: str, report: PollReport) -> str:
         key = line.get("custom_id") or ""

@@ -12,6 +12,8 @@
   at once, and the extractor asks for less at a time (``extraction.extractor``).
 - Replies are cached by hash of (model, messages, schema): asking the same again costs no call (the entry keeps the
   tokens the answer cost, so a record made from the cache still says what its extraction cost).
+- Every answer ends within ``ATLAS_LLM_DEADLINE_SECONDS`` and ``ATLAS_LLM_MAX_ANSWER_BYTES`` (``bounded_http``): one
+  cut off fails the request at once with the reason (asked again it would be cut again) and is never cached.
 The API key is only handed to the ``openai`` client; it is never logged, cached or put in an error message.
 """
 
@@ -34,8 +36,10 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ValidationError
 
+from atlas_pipeline.config.redaction import redact_value
 from atlas_pipeline.config.settings import StructuredOutput, setting_default
 from atlas_pipeline.extraction.batches import BatchQueue, PollReport
+from atlas_pipeline.extraction.bounded_http import AnswerCutOff, bounded_client
 from atlas_pipeline.extraction.gate import RequestGate, Waited, gate_directory
 from atlas_pipeline.extraction.llm_results import (
     LLMAnswerCutError,
@@ -65,6 +69,8 @@ class LLMConfig:
     model: str = field(default=setting_default("llm_model"))
     api_key: str = field(repr=False, default="")
     timeout_seconds: float = field(default=setting_default("llm_timeout_seconds"))
+    deadline_seconds: float = field(default=setting_default("llm_deadline_seconds"))
+    max_answer_bytes: int = field(default=setting_default("llm_max_answer_bytes"))
     max_retries: int = field(default=setting_default("llm_max_retries"))
     backoff_seconds: float = field(default=setting_default("llm_backoff_seconds"))
     structured_output: StructuredOutput = field(default=setting_default("llm_structured_output"))
@@ -185,6 +191,7 @@ class LLMClient:
             api_key=config.api_key or "not-needed",
             timeout=config.timeout_seconds,
             max_retries=0,  # retries are ours: backoff with jitter, and counted
+            http_client=bounded_client(config.deadline_seconds, config.max_answer_bytes),  # no answer without end
         )
         self._format = _OutputFormat(config.structured_output)  # shared by for_document copies and threads
 
@@ -211,6 +218,8 @@ class LLMClient:
                 raise self._permanent(error) from None
             except (openai.APITimeoutError, openai.APIConnectionError) as error:
                 usage.waited_seconds += waited.seconds
+                if isinstance(error.__cause__, AnswerCutOff):  # the same endpoint would do it again: never retried
+                    raise LLMResponseError(str(error.__cause__)) from None
                 attempt = self._wait_or_give_up(attempt, error, usage)
                 continue
             usage.waited_seconds += waited.seconds
@@ -353,11 +362,14 @@ class LLMClient:
                     return answer
         if self.batch is not None:
             refused = self.batch.take_failure(key)
-            if refused is not None:
-                raise LLMPermanentError(refused)
-            where = self.batch.enqueue(key, self._body(messages, schema), self.document)
-            state = "queued for the next batch" if where == "queued" else f"in batch {where}"
-            raise LLMQueuedError(f"waiting at the endpoint's Batch API: a request {state}")
+            if refused is not None and not refused[1]:
+                raise LLMPermanentError(refused[0])
+            if refused is not None:  # its batch passed the local deadline: asked directly now
+                LOG.warning("%s", refused[0])
+            else:
+                where = self.batch.enqueue(key, self._body(messages, schema), self.document)
+                state = "queued for the next batch" if where == "queued" else f"in batch {where}"
+                raise LLMQueuedError(f"waiting at the endpoint's Batch API: a request {state}")
         usage = Usage()
         try:
             return self._complete(messages, schema, model, key, usage)
@@ -413,7 +425,7 @@ class LLMClient:
                 repaired = self.complete(self._repair(messages, cached["content"], problem), schema, model, False)
                 data = repaired.data
                 usage.add(repaired.usage)
-            read = {name: value for name, value in read.items() if name != "content"} | {"data": data}
+            read = {name: value for name, value in read.items() if name != "content"} | {"data": redact_value(data)}
         if unread or "data" not in cached:
             self.cache.write_json(llm_cache_path(key), read)
         return LLMAnswer(data=read["data"], usage=usage, cached=not unread)
@@ -452,6 +464,7 @@ class LLMClient:
             data, problem = self._parse(content, model)
             if problem is not None:
                 raise LLMResponseError(f"LLM reply was not valid JSON for the schema after one repair: {problem}")
+        data = redact_value(data)  # an endpoint echoing the key in a value or quote: never cached, graded or stored
         if self.cache is not None:
             spent = _spent(usage)
             entry = {"model": self.config.model, "data": data, "usage": spent}

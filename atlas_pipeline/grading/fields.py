@@ -24,12 +24,12 @@ reason.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from atlas_pipeline.core.consistency_rules import ConsistencyCheck
+from atlas_pipeline.core.plausibility import as_number, value_problem
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
 from atlas_pipeline.grading.consistency import Violation, evaluate
@@ -149,15 +149,16 @@ def apply_plausibility(fields_of: dict[str, Any], fields: dict[str, FieldResult]
         message = ""
         if definition.pattern and not isinstance(value, bool) and not re.fullmatch(definition.pattern, str(value)):
             message = f"{name}: {value!r} does not match the pattern the template declares ({definition.pattern})"
-        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
-        if number is None and definition.type in ("integer", "number") and isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                number = float(value.replace(",", ""))
+        numeric = definition.type in ("integer", "number") or isinstance(value, int | float)
+        number = as_number(value) if numeric else None
         unit = f" {definition.unit}" if definition.unit else ""
-        if number is not None and definition.minimum is not None and number < definition.minimum:
+        problem = value_problem(definition.name, number, entering=True) if number is not None else None
+        if number is not None and definition.minimum is not None and number < definition.minimum and not problem:
             message = f"{name}: {number:g} is below the plausible minimum {definition.minimum:g}{unit}"
-        if number is not None and definition.maximum is not None and number > definition.maximum:
+        elif number is not None and definition.maximum is not None and number > definition.maximum:
             message = f"{name}: {number:g} is above the plausible maximum {definition.maximum:g}{unit}"
+        elif problem:  # what no value of this field can be (a group of 10^29, an SD of 1e308): a person decides
+            message = f"{name}: {problem}"
         if message and message not in result.flags:
             result.flags.append(message)
             messages.append(message)

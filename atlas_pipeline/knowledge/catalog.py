@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -21,6 +21,8 @@ from atlas_pipeline.parsing.errors import DocumentError
 from atlas_pipeline.parsing.media import detect_media_type
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import CATALOG_PATH, catalog_entry_path
+
+PROGRESS_SECONDS = 1.0  # a long scan reports how far it got at most this often
 
 
 def now_iso() -> str:
@@ -123,12 +125,48 @@ def _fits(name: str, head: bytes) -> bool:
     return True
 
 
+class _Aliases:
+    """The alias names of the entries one scan touches, each as an insertion-ordered dict: membership and removal
+    in constant time, the order of the ``aliases`` list kept. Built per entry on first use; ``names`` gives what the
+    entry's aliases are now (the dict, or the untouched list). The entry is held with its names, so its ``id`` is
+    not reused while the scan runs."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[CatalogEntry, dict[str, None]]] = {}
+
+    def of(self, entry: CatalogEntry) -> dict[str, None]:
+        held = self._held.get(id(entry))
+        if held is None:
+            held = self._held[id(entry)] = (entry, dict.fromkeys(entry.aliases))
+        return held[1]
+
+    def names(self, entry: CatalogEntry) -> Iterable[str]:
+        held = self._held.get(id(entry))
+        return entry.aliases if held is None else held[1]
+
+    def replaced(self, old: CatalogEntry, new: CatalogEntry) -> None:
+        held = self._held.pop(id(old), None)
+        if held is not None:
+            self._held[id(new)] = (new, held[1])
+
+
+def _working_copy(catalog: Catalog) -> Catalog:
+    """A copy the scan may change (what ``model_copy(deep=True)`` gives, without deep-copying every alias name)."""
+    return Catalog(
+        entries={
+            key: entry.model_copy(update={"aliases": list(entry.aliases), "alias_markers": dict(entry.alias_markers)})
+            for key, entry in catalog.entries.items()
+        }
+    )
+
+
 def scan(
     catalog: Catalog,
     listing: Iterable[SourceFile],
     fingerprint: Callable[[str], tuple[str, int]],
     budget_seconds: float = float("inf"),
     head: Callable[[str], bytes] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
     """Compare a listing with the catalog and return the updated catalog (the input is not modified).
 
@@ -136,23 +174,48 @@ def scan(
     (``fingerprint(path)`` → sha256, size; read in chunks) until ``budget_seconds`` runs out; the rest are counted
     as deferred and picked up by the next scan. A listed ``problem`` (a symlink leaving the knowledge base, a file
     over the size limit) makes an entry that is never read. Of two names for the same bytes, the one whose
-    extension fits the bytes names the source (``head(path)`` gives the first bytes to tell).
+    extension fits the bytes names the source (``head(path)`` gives the first bytes to tell; each name is looked at
+    once a scan, an empty file never). ``progress(files looked at, files listed)`` is called at most every
+    ``PROGRESS_SECONDS`` while the scan runs (never for a scan shorter than that).
+
+    The work is linear in the number of files listed and of aliases in the catalog: every lookup (path, sha256,
+    alias, new key) goes through a dict or a set made once a scan, nothing is sorted or searched per file, and the
+    catalog is written once, by the caller.
     """
-    updated = catalog.model_copy(deep=True)
+    updated = _working_copy(catalog)
     stamp = datetime.now(UTC).isoformat(timespec="microseconds")  # orders entries changed by concurrent scans
     result = ScanResult(catalog=updated, stamp=stamp)
     entries = updated.entries
     path_index = updated.by_path()
     sha_index = updated.by_sha()
+    aliases = _Aliases()
+    fresh: dict[str, None] = {}  # the keys new in this scan, in order: ``result.new``
+    fitting: dict[str, bool] = {}  # path → does its name fit its bytes (``head`` read once a path)
     seen: set[str] = set()
     deadline = time.monotonic() + budget_seconds
 
-    for source in listing:
+    def fits(path: str, size: int | None = None) -> bool:  # ``size``: just fingerprinted (0: empty, fits no name)
+        if path not in fitting:
+            try:
+                fitting[path] = size != 0 and head is not None and _fits(path, head(path))
+            except SourceMissingError:  # gone (a twin's source renamed away) or refused: it names nothing
+                fitting[path] = False
+        return fitting[path]
+
+    if progress is not None and not isinstance(listing, Sized):
+        listing = list(listing)
+    total = len(listing) if isinstance(listing, Sized) else 0
+    report_at = time.monotonic() + PROGRESS_SECONDS
+
+    for looked_at, source in enumerate(listing):
+        if progress is not None and time.monotonic() >= report_at:
+            progress(looked_at, total)
+            report_at = time.monotonic() + PROGRESS_SECONDS
         seen.add(source.path)
         known = path_index.get(source.path)
         if source.problem:
-            _problem_entry(updated, result, source, known, stamp)
-            path_index[source.path] = entries[result.last_key]
+            key = _problem_entry(updated, result, source, known, stamp, aliases, fresh)
+            path_index[source.path] = entries[key]
             continue
         if known is not None and not known.problem and known.size == source.size and known.marker == source.marker:
             if known.removed and known.source_path == source.path:
@@ -189,7 +252,7 @@ def scan(
             known.alias_markers[source.path] = source.marker
             continue
         if known is not None:  # an alias whose bytes changed: it becomes a document of its own
-            known.aliases.remove(source.path)
+            aliases.of(known).pop(source.path, None)
             known.alias_markers.pop(source.path, None)
 
         twin = sha_index.get(digest)
@@ -201,15 +264,15 @@ def scan(
             continue
         if twin is not None:
             if (
-                head is not None
-                and not _fits(twin.source_path, head(twin.source_path))
-                and _fits(source.path, head(source.path))
+                head is not None and not fits(twin.source_path) and fits(source.path, size)
             ):  # the same bytes as x.pdf and x.txt: the name that says what they are names the document
-                twin = _rename(updated, result, twin, source.path, source.marker, stamp)
+                twin = _rename(updated, twin, source.path, source.marker, stamp, aliases, fresh)
                 sha_index[digest] = twin
-            elif source.path not in twin.aliases and source.path != twin.source_path:
-                twin.aliases.append(source.path)
-                twin.alias_markers[source.path] = source.marker
+            elif source.path != twin.source_path:
+                names = aliases.of(twin)
+                if source.path not in names:
+                    names[source.path] = None
+                    twin.alias_markers[source.path] = source.marker
             result.duplicates.append((source.path, twin.key))
             path_index[source.path] = twin
             continue
@@ -227,17 +290,18 @@ def scan(
         entries[key] = entry
         path_index[source.path] = entry
         sha_index[digest] = entry
-        result.new.append(key)
+        fresh[key] = None
 
+    result.new = list(fresh)
     for entry in entries.values():
-        entry.aliases = [alias for alias in entry.aliases if alias in seen]
-        entry.alias_markers = {
-            alias: entry.alias_markers[alias] for alias in entry.aliases if alias in entry.alias_markers
-        }
+        names = [alias for alias in aliases.names(entry) if alias in seen]  # on disk: a list, in the order found
+        markers = entry.alias_markers
+        entry.aliases = names
+        entry.alias_markers = {alias: markers[alias] for alias in names if alias in markers}
         if entry.removed or entry.source_path in seen:
             continue
-        if entry.aliases:  # the first copy went away, another copy of the same bytes remains
-            entry.source_path = entry.aliases.pop(0)
+        if names:  # the first copy went away, another copy of the same bytes remains
+            entry.source_path = names.pop(0)
             entry.marker = entry.alias_markers.pop(entry.source_path, "")
             entry.updated = stamp
             result.moved.append(entry.key)
@@ -249,19 +313,24 @@ def scan(
 
 
 def _problem_entry(
-    catalog: Catalog, result: ScanResult, source: SourceFile, known: CatalogEntry | None, stamp: str
-) -> None:
-    """A listed source that will not be read: a catalog entry with the reason (never hashed)."""
+    catalog: Catalog,
+    result: ScanResult,
+    source: SourceFile,
+    known: CatalogEntry | None,
+    stamp: str,
+    aliases: _Aliases,
+    fresh: dict[str, None],
+) -> str:
+    """A listed source that will not be read: a catalog entry with the reason (never hashed). Returns its key."""
     entries = catalog.entries
     if known is not None and known.source_path == source.path:
         if known.problem != source.problem or known.removed:
             (result.restored if known.removed else result.edited).append(known.key)
             known.problem, known.sha256, known.removed, known.updated = source.problem, "", False, stamp
             known.size, known.marker = source.size, source.marker
-        result.last_key = known.key
-        return
+        return known.key
     if known is not None:
-        known.aliases.remove(source.path)
+        aliases.of(known).pop(source.path, None)
     key = make_key(source.path, entries)
     entries[key] = CatalogEntry(
         key=key,
@@ -273,30 +342,39 @@ def _problem_entry(
         first_seen=stamp,
         updated=stamp,
     )
-    result.new.append(key)
-    result.last_key = key
+    fresh[key] = None
+    return key
 
 
 def _rename(
-    catalog: Catalog, result: ScanResult, twin: CatalogEntry, path: str, marker: str, stamp: str
+    catalog: Catalog,
+    twin: CatalogEntry,
+    path: str,
+    marker: str,
+    stamp: str,
+    aliases: _Aliases,
+    fresh: dict[str, None],
 ) -> CatalogEntry:
     """Make ``path`` the source of ``twin``'s document (the old name becomes an alias); a document first seen in
     this very scan takes the key of its better name."""
     old, old_marker = twin.source_path, twin.marker
     twin.source_path, twin.marker, twin.updated = path, marker, stamp
-    if path in twin.aliases:
-        twin.aliases.remove(path)
+    names = aliases.of(twin)
+    if path in names:
+        del names[path]
         twin.alias_markers.pop(path, None)
-    if old not in twin.aliases:
-        twin.aliases.append(old)
+    if old not in names:
+        names[old] = None
         twin.alias_markers[old] = old_marker
-    if twin.key in result.new:
+    if twin.key in fresh:
         entries = catalog.entries
         del entries[twin.key]
-        result.new.remove(twin.key)
-        twin = twin.model_copy(update={"key": make_key(path, entries)})
+        del fresh[twin.key]
+        renamed = twin.model_copy(update={"key": make_key(path, entries)})
+        aliases.replaced(twin, renamed)
+        twin = renamed
         entries[twin.key] = twin
-        result.new.append(twin.key)
+        fresh[twin.key] = None
     return twin
 
 
@@ -335,12 +413,20 @@ def _changed_at(entry: CatalogEntry) -> datetime:
     return datetime.fromisoformat(entry.updated)
 
 
-def refresh_catalog(knowledge_base: KnowledgeBase, store: Store, budget_seconds: float = float("inf")) -> ScanResult:
-    """Scan the knowledge base against the stored catalog and save it when anything changed."""
+def refresh_catalog(
+    knowledge_base: KnowledgeBase,
+    store: Store,
+    budget_seconds: float = float("inf"),
+    progress: Callable[[int, int], None] | None = None,
+) -> ScanResult:
+    """Scan the knowledge base against the stored catalog and save it (once) when anything changed. ``progress``:
+    see ``scan``."""
     catalog = load_catalog(store)
-    result = scan(catalog, knowledge_base.list(), knowledge_base.sha256, budget_seconds, knowledge_base.head)
+    listing = knowledge_base.list()
+    result = scan(catalog, listing, knowledge_base.sha256, budget_seconds, knowledge_base.head, progress)
     if result.changed or result.catalog != catalog:
-        changed = [*result.new, *result.edited, *result.removed, *result.restored, *(k for _, k in result.duplicates)]
+        duplicated = dict.fromkeys(key for _, key in result.duplicates)  # 100,000 copies of one file: one key
+        changed = [*result.new, *result.edited, *result.removed, *result.restored, *duplicated]
         changed += [key for key, entry in result.catalog.entries.items() if catalog.entries.get(key) != entry]
         result.catalog = save_catalog(store, result.catalog, changed)
     return result

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import polars as pl
 
-from atlas_pipeline.config.redaction import redact_value, secret_values
-from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts
+from atlas_pipeline.config.redaction import redact, redact_value, secret_values
+from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts, entry_in_range
 from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.analysis_files import (
@@ -46,6 +48,7 @@ from atlas_pipeline.store.layout import (
 )
 from atlas_pipeline.store.records import ExtractionRecord
 
+LOG = logging.getLogger("atlas.exports")
 FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
 SCHEMA = {
@@ -368,8 +371,8 @@ def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFr
         for name, extracted in with_added(record, review):
             group_name, entry, bare = entry_field_parts(name)
             field = group.field_definition(bare) if group_name == group.name else None
-            if field is None or entry is None or not isinstance(extracted, dict):
-                continue
+            if field is None or not entry_in_range(entry, group.max_entries) or not isinstance(extracted, dict):
+                continue  # (an entry number no group holds came in by hand: no decision path lets one in)
             row = rows.setdefault(
                 (state.key, entry), {"document_key": state.key, "status": state.status.value, "entry": entry}
             )
@@ -467,14 +470,23 @@ def export_files() -> list[str]:
     return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + analysis
 
 
+class ExportsWritten(dict):
+    """What ``write_exports`` wrote (name → location), and ``not_written``: each file that could not be, with why —
+    every other file was written all the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.not_written: dict[str, str] = {}
+
+
 def write_exports(
     store: Store,
     states: list[DocumentState],
     completion: TaskCompletion,
     template: Template | None = None,
     study_choices: Mapping[str, list[StudyChoice]] | None = None,
-) -> dict[str, str]:
-    """Write every export under stable names in ``store``; returns name → location.
+) -> ExportsWritten:
+    """Write every export under stable names in ``store``; returns name → location (and the files not written).
 
     ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field — the final value,
     its provenance, who decided and when, beside the model's value, quote, confidence, tier, evidence location (page,
@@ -486,78 +498,112 @@ def write_exports(
     between its reports' values). ``atlas_arms.*``, ``atlas_escalc_*.csv`` and ``forest_plots/``: the
     meta-analysis files (``outputs.analysis_files``); ``atlas_revman_*.csv``: RevMan Web's study-centric import
     (``outputs.revman_files``).
+
+    Each file is made and written on its own: one that cannot be (a value no writer holds, a failing store) is named
+    in ``not_written`` with the reason, and every other file is still written. A typed column leaves out a value that
+    does not fit it (the fields export keeps it as text).
     """
     secrets = secret_values()
-    documents, fields = documents_frame(states), fields_frame(states)
-    approved = approved_frame(states, template)
-    approved = pl.DataFrame([redact_value(row, secrets) for row in approved.rows(named=True)], schema=approved.schema)
+    written = ExportsWritten()
+
+    def put(name: str, path: str, make: Callable[[], bytes]) -> None:
+        try:
+            written[name] = store.write_bytes(path, make())
+        except Exception as error:  # one file that cannot be written never stops the others
+            written.not_written[path] = redact(f"{type(error).__name__}: {error}")[:500]
+            LOG.error("export %s not written: %s", path, written.not_written[path])
+
+    def clean(frame: pl.DataFrame) -> pl.DataFrame:
+        return pl.DataFrame([redact_value(r, secrets) for r in frame.rows(named=True)], schema=frame.schema)
+
+    def made(stem: str, build: Callable[[], pl.DataFrame], empty: Mapping[str, Any]) -> pl.DataFrame:
+        """A table, or — when it cannot be made — an empty one, its files named as not written with the reason."""
+        try:
+            return build()
+        except Exception as error:
+            reason = redact(f"{type(error).__name__}: {error}")[:500]
+            LOG.error("export %s not made: %s", stem, reason)
+            for fmt in FORMATS[1:]:
+                written.not_written[export_path(stem, fmt)] = reason
+            return pl.DataFrame(schema=dict(empty))
+
+    documents = made(EXPORT_STEM, lambda: documents_frame(states), SCHEMA)
+    fields = made(FIELDS_STEM, lambda: fields_frame(states), FIELD_SCHEMA)
+    approved = made(APPROVED_STEM, lambda: clean(approved_frame(states, template)), {"document_key": pl.String})
     quality = quality_frame(completion)
-    groups = {group.name: group_frame(states, group) for group in (template.groups if template else [])}
     groups = {
-        name: pl.DataFrame([redact_value(r, secrets) for r in f.rows(named=True)], schema=f.schema)
-        for name, f in groups.items()
+        group.name: made(f"atlas_{group.name}", lambda group=group: clean(group_frame(states, group)), {})
+        for group in (template.groups if template else [])
     }
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
     found = studies(states, template, study_choices or {}) if template else []
-    study_table = pl.DataFrame(
-        [redact_value(r, secrets) for r in studies_frame(found).rows(named=True)], schema=STUDY_SCHEMA
+    study_table = made(
+        STUDIES_STEM, lambda: clean(pl.DataFrame(studies_frame(found).rows(named=True), schema=STUDY_SCHEMA)), {}
     )
-    workbook = workbook_bytes(
-        documents,
-        extractions_frame(fields, template),
-        fields,
-        completion_frame(completion),
-        approved=approved,
-        quality=quality,
-        groups=groups,
-        choices=DECISION_CHOICES,
-        skip_mode=skip_mode,
-        studies=study_table,
+    put(
+        "xlsx",
+        export_path(EXPORT_STEM, "xlsx"),
+        lambda: workbook_bytes(
+            documents,
+            extractions_frame(fields, template),
+            fields,
+            completion_frame(completion),
+            approved=approved,
+            quality=quality,
+            groups=groups,
+            choices=DECISION_CHOICES,
+            skip_mode=skip_mode,
+            studies=study_table,
+        ),
     )
-    written = {"xlsx": store.write_bytes(export_path(EXPORT_STEM, "xlsx"), workbook)}
-    for fmt in FORMATS[1:]:
-        for label, stem, frame in (("", EXPORT_STEM, documents), ("fields_", FIELDS_STEM, fields)):
-            written[f"{label}{fmt}"] = store.write_bytes(
-                export_path(stem, fmt), _encode(frame, fmt, export_path(stem, "parquet"))
-            )
-        written[f"approved_{fmt}"] = store.write_bytes(
-            export_path(APPROVED_STEM, fmt), _encode(approved, fmt, export_path(APPROVED_STEM, "parquet"))
-        )
     outcomes = groups.get("outcomes", pl.DataFrame(schema={"document_key": pl.String, "entry": pl.Int64}))
-    for fmt in FORMATS[1:]:
-        written[f"outcomes_{fmt}"] = store.write_bytes(
-            export_path(OUTCOMES_STEM, fmt), _encode(outcomes, fmt, export_path(OUTCOMES_STEM, "parquet"))
-        )
-    for fmt in FORMATS[1:]:
-        written[f"studies_{fmt}"] = store.write_bytes(
-            export_path(STUDIES_STEM, fmt), _encode(study_table, fmt, export_path(STUDIES_STEM, "parquet"))
-        )
     entries, excluded = study_entries(found, template)
-    arms = arm_rows(entries)
-    arms_table = pl.DataFrame([redact_value(r, secrets) for r in arms], schema=ARMS_SCHEMA)
-    for fmt in FORMATS[1:]:
-        written[f"arms_{fmt}"] = store.write_bytes(
-            export_path(ARMS_STEM, fmt), _encode(arms_table, fmt, export_path(ARMS_STEM, "parquet"))
-        )
+    arms_table = made(ARMS_STEM, lambda: clean(pl.DataFrame(arm_rows(entries), schema=ARMS_SCHEMA)), ARMS_SCHEMA)
+    tables = (
+        ("", EXPORT_STEM, documents),
+        ("fields_", FIELDS_STEM, fields),
+        ("approved_", APPROVED_STEM, approved),
+        ("outcomes_", OUTCOMES_STEM, outcomes),
+        ("studies_", STUDIES_STEM, study_table),
+        ("arms_", ARMS_STEM, arms_table),
+    )
+    for label, stem, frame in tables:
+        for fmt in FORMATS[1:]:
+            if export_path(stem, fmt) in written.not_written:
+                continue
+            full = export_path(stem, "parquet")
+            put(
+                f"{label}{fmt}",
+                export_path(stem, fmt),
+                lambda frame=frame, fmt=fmt, full=full: _encode(frame, fmt, full),
+            )
     escalc = escalc_rows(entries)
     for kind, frame in escalc_frames(escalc).items():
-        frame = pl.DataFrame([redact_value(r, secrets) for r in frame.rows(named=True)], schema=frame.schema)
-        written[f"escalc_{kind}_csv"] = store.write_bytes(export_path(ESCALC_STEMS[kind], "csv"), _encode(frame, "csv"))
-    left_out = pl.DataFrame(
-        [redact_value(r, secrets) for r in excluded_frame(excluded).rows(named=True)], schema=excluded_frame([]).schema
-    )
-    written["analysis_excluded_csv"] = store.write_bytes(export_path(EXCLUDED_STEM, "csv"), _encode(left_out, "csv"))
+        put(
+            f"escalc_{kind}_csv",
+            export_path(ESCALC_STEMS[kind], "csv"),
+            lambda frame=frame: _encode(clean(frame), "csv"),
+        )
+    left_out = clean(excluded_frame(excluded))
+    put("analysis_excluded_csv", export_path(EXCLUDED_STEM, "csv"), lambda: _encode(left_out, "csv"))
     plots = forest_plots(escalc)
     for plot in plots:
-        written[f"forest_{plot.slug}"] = store.write_bytes(
-            f"{FOREST_FOLDER}/{plot.slug}.svg", forest_svg(plot).encode()
-        )
-    for stem, content in revman_files(found, template, entries, escalc, secrets).items():
-        written[stem.removeprefix("atlas_")] = store.write_bytes(export_path(stem, "csv"), content)
+        put(f"forest_{plot.slug}", f"{FOREST_FOLDER}/{plot.slug}.svg", lambda plot=plot: forest_svg(plot).encode())
+    try:
+        revman = revman_files(found, template, entries, escalc, secrets)
+    except Exception as error:  # RevMan's files are one piece: named as not written, the others still are
+        revman = {}
+        for stem in REVMAN_STEMS.values():
+            written.not_written[export_path(stem, "csv")] = redact(f"{type(error).__name__}: {error}")[:500]
+    for stem, content in revman.items():
+        put(stem.removeprefix("atlas_"), export_path(stem, "csv"), lambda content=content: content)
     for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots}:
         store.delete(stale)  # an outcome no longer in the final values has no plot
-    written["review_quality_csv"] = store.write_bytes(export_path(QUALITY_STEM, "csv"), _encode(quality, "csv"))
-    agreement = pl.DataFrame(agreement_rows(states, template), schema=AGREEMENT_SCHEMA) if template else None
-    agreement = agreement if agreement is not None else pl.DataFrame(schema=AGREEMENT_SCHEMA)
-    written["agreement_csv"] = store.write_bytes(export_path(AGREEMENT_STEM, "csv"), _encode(agreement, "csv"))
+    put("review_quality_csv", export_path(QUALITY_STEM, "csv"), lambda: _encode(quality, "csv"))
+
+    def agreement() -> bytes:
+        rows = agreement_rows(states, template) if template else []
+        return _encode(pl.DataFrame(rows, schema=AGREEMENT_SCHEMA), "csv")
+
+    put("agreement_csv", export_path(AGREEMENT_STEM, "csv"), agreement)
     return written

@@ -24,8 +24,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.numbers import NotANumber, read_number
 from atlas_pipeline.core.p_values import parse_p
-from atlas_pipeline.core.plausibility import value_problem
+from atlas_pipeline.core.plausibility import MAX_MAGNITUDE, value_problem
 from atlas_pipeline.core.templates import TemplateField, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.review.person_quotes import QuoteCheck, check_quote
@@ -133,9 +134,19 @@ def coerce_value(raw: Any, field: TemplateField | None) -> Any:
         if kind in ("integer", "number"):
             if isinstance(raw, bool):
                 raise ValueError
-            number = float(str(raw).replace(",", "").replace("−", "-")) if not isinstance(raw, int | float) else raw
-            if not math.isfinite(number):
+            try:
+                number = read_number(str(raw)) if not isinstance(raw, int | float) else raw
+            except NotANumber as refused:
+                if str(refused).endswith(" is not a number"):
+                    raise ValueError from None  # said below as the field's type says it ("not a whole number")
+                raise DecisionRefused(str(refused)) from None
+            if isinstance(number, float) and math.isnan(number):
                 raise ValueError
+            if isinstance(number, float) and math.isinf(number) and field is not None:
+                raise DecisionRefused(
+                    f"{raw!r} is beyond any plausible {field.name} (at most {MAX_MAGNITUDE:.0e} in size)"
+                )
+            _plausible(field, number)  # beyond any plausible value (inf too): refused with the reason
             if kind == "number":
                 return _plausible(field, float(number))
             if float(number) != int(number):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import re
 import zipfile
 from typing import Any
 
@@ -42,22 +43,41 @@ class RowOutcome(BaseModel):
     reason: str = ""  # refused rows: why
 
 
+LISTED_ROWS = 200  # rows a report lists by kind: the first ones, the rest counted (a report stays small)
+
+
 class ImportReport(BaseModel):
+    """What one workbook did: the rows applied, refused (each with its reason) and applied before — counted, and
+    the first ``LISTED_ROWS`` of each listed."""
+
     workbook: str
     sha256: str
     imported_at: str
     applied: list[RowOutcome] = Field(default_factory=list)
     refused: list[RowOutcome] = Field(default_factory=list)
     already_applied: list[RowOutcome] = Field(default_factory=list)  # the same decision was in the log already
+    counts: dict[str, int] = Field(
+        default_factory=dict
+    )  # applied / refused / already_applied: every row, listed or not
     rows_without_decision: int = 0
     error: str = ""  # the whole workbook could not be read
+
+    def count(self, kind: str) -> int:
+        return max(self.counts.get(kind, 0), len(getattr(self, kind)))
+
+    def add(self, kind: str, outcome: RowOutcome) -> None:
+        """Count a row's outcome; list it while fewer than ``LISTED_ROWS`` of its kind are."""
+        self.counts[kind] = self.count(kind) + 1
+        listed = getattr(self, kind)
+        if len(listed) < LISTED_ROWS:
+            listed.append(outcome)
 
     def summary(self) -> str:
         if self.error:
             return f"{self.workbook}: not imported: {self.error}"
         return (
-            f"{self.workbook}: {len(self.applied)} decision(s) applied, {len(self.refused)} row(s) refused, "
-            f"{len(self.already_applied)} already applied before, {self.rows_without_decision} row(s) without a "
+            f"{self.workbook}: {self.count('applied')} decision(s) applied, {self.count('refused')} row(s) refused, "
+            f"{self.count('already_applied')} already applied before, {self.rows_without_decision} row(s) without a "
             "decision"
         )
 
@@ -74,12 +94,15 @@ MAX_WORKBOOK_BYTES = 50_000_000  # an exported workbook of 10,000 documents is a
 MAX_UNPACKED_BYTES = 400_000_000  # what its XML may unpack to, counted as it unpacks (headers may lie)
 MAX_ENTRIES = 5_000
 MAX_RATIO = 200  # unpacked / packed of one entry: sheet XML packs ~10–50×, a zip bomb 1,000× and more
+MAX_ROWS = 300_000  # rows over every sheet: the export of ~2,000 documents; counted before any reader opens it
+_ROW = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?row[\s/>]")
 
 
-def check_workbook(data: bytes) -> None:
+def check_workbook(data: bytes, max_rows: int = MAX_ROWS) -> None:
     """Refuse (ValueError, with the reason) a file that is no xlsx archive or one that would unpack to far more
-    than a workbook: its size, entry count, each entry's ratio as declared, and the bytes really unpacked, counted
-    in bounded chunks — before any spreadsheet reader sees it."""
+    than a workbook: its size, entry count, each entry's ratio as declared, the bytes really unpacked, counted
+    in bounded chunks, and the rows of its sheets (``max_rows`` over all of them) — before any spreadsheet reader
+    sees it (a reader holds a whole sheet in memory)."""
     if len(data) > MAX_WORKBOOK_BYTES:
         raise ValueError(
             f"too large for a workbook: {len(data) / 1e6:.0f} MB (limit {MAX_WORKBOOK_BYTES / 1e6:.0f} MB)"
@@ -91,26 +114,36 @@ def check_workbook(data: bytes) -> None:
         raise ValueError(f"not a workbook: an xlsx file is a zip archive ({error})") from None
     if len(entries) > MAX_ENTRIES:
         raise ValueError(f"an archive of {len(entries)} entries is no workbook (limit {MAX_ENTRIES})")
-    unpacked = 0
+    unpacked = rows = 0
     for entry in entries:
         if entry.file_size > MAX_RATIO * max(entry.compress_size, 10_000):
             raise ValueError(
                 f"{entry.filename} would unpack {entry.file_size // max(entry.compress_size, 1)}× (a zip bomb?)"
             )
+        sheet = entry.filename.startswith("xl/worksheets/") and entry.filename.endswith(".xml")
         try:
             with archive.open(entry) as member:
+                tail = b""
                 while chunk := member.read(1 << 20):
                     unpacked += len(chunk)
                     if unpacked > MAX_UNPACKED_BYTES:
                         raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES / 1e6:.0f} MB (a zip bomb?)")
+                    if sheet:  # a row tag cut between two chunks is counted once (the tail's own were counted)
+                        rows += len(_ROW.findall(tail + chunk)) - len(_ROW.findall(tail))
+                        tail = chunk[-40:]
+                        if rows > max_rows:
+                            raise ValueError(
+                                f"more than {max_rows:,} rows: too many to import at once "
+                                "(ATLAS_REVIEW_WORKBOOK_MAX_ROWS; split the review into several workbooks)"
+                            )
         except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
             raise ValueError(f"not a workbook that can be read ({entry.filename}: {error})") from None
 
 
-def read_rows(data: bytes) -> list[dict[str, Any]]:
+def read_rows(data: bytes, max_rows: int = MAX_ROWS) -> list[dict[str, Any]]:
     """The ``fields`` sheet as rows of cells (values as Excel holds them), or ValueError saying what is missing (or
     why the file is refused before it is opened: ``check_workbook``)."""
-    check_workbook(data)
+    check_workbook(data, max_rows)
     try:
         frame = pl.read_excel(io.BytesIO(data), sheet_name=SHEET, infer_schema_length=0)
     except Exception as error:  # fastexcel raises its own types for every kind of unreadable file
@@ -129,12 +162,14 @@ def import_workbook(
     default_reviewer: str = "",
     derivations: Derivations | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
+    max_rows: int = MAX_ROWS,
 ) -> ImportReport:
     """Apply the decisions of one reviewed workbook and keep its report in the artifact store. ``derivations`` and
-    ``accepted_tiers``: what the review derives (a row of a derived value is decided on the value derived)."""
+    ``accepted_tiers``: what the review derives (a row of a derived value is decided on the value derived);
+    ``max_rows``: the most rows a workbook may hold (``check_workbook``)."""
     report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso())
     try:
-        rows = read_rows(data)
+        rows = read_rows(data, max_rows)
     except ValueError as error:
         report.error = str(error)
         rows = []
@@ -192,24 +227,28 @@ def import_workbook(
             if "say who decides" in reason:
                 reason = "no reviewer: fill the reviewer column (or set ATLAS_REVIEWER)"
             outcome.reason = reason
-            report.refused.append(outcome)
+            report.add("refused", outcome)
             continue
         except Exception as error:  # one row that breaks something never stops the others or the report
             outcome.reason = redact(f"could not be applied: {type(error).__name__}: {error}")
-            report.refused.append(outcome)
+            report.add("refused", outcome)
             continue
-        if recorded is None:
-            report.already_applied.append(outcome)
-        else:
-            report.applied.append(outcome)
-    stamp = report.imported_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
-    store.write_json(import_report_path(stamp, report.sha256), report.model_dump(mode="json"))
+        report.add("already_applied" if recorded is None else "applied", outcome)
+    _keep(store, report)
     return report
 
 
-def import_reports(store: Store) -> list[ImportReport]:
-    """Every import report, newest first."""
-    return [ImportReport.model_validate(store.read_json(path)) for path in reversed(store.files(IMPORTS))]
+def _keep(store: Store, report: ImportReport) -> None:
+    stamp = report.imported_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
+    store.write_json(import_report_path(stamp, report.sha256), report.model_dump(mode="json"))
+
+
+def import_reports(store: Store, start: int = 0, count: int | None = None) -> tuple[list[ImportReport], int]:
+    """The import reports newest first — ``count`` of them from the ``start``-th (all by default) — and how many
+    there are in all: a page lists a few, never every report's rows."""
+    paths = list(reversed(store.files(IMPORTS)))
+    chosen = paths[start:] if count is None else paths[start : start + count]
+    return [ImportReport.model_validate(store.read_json(path)) for path in chosen], len(paths)
 
 
 def imported_already(store: Store) -> set[str]:
@@ -224,18 +263,60 @@ def import_inbox(
     default_reviewer: str = "",
     derivations: Derivations | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
+    max_rows: int = MAX_ROWS,
 ) -> list[ImportReport]:
     """Import every workbook in the inbox not imported before (by content): dropping the same file twice, or
-    leaving it there, applies it once."""
+    leaving it there, applies it once. Every other file (but hidden ones and Excel's ``~$`` lock files) gets a report
+    saying why it was not read — once, by content — and one too large is never read whole."""
     done = imported_already(store)
     reports = []
     for path in inbox.files():
         base = posixpath.basename(path)
-        if base.startswith((".", "~$")) or not base.lower().endswith(".xlsx"):
+        if base.startswith((".", "~$")):
+            continue
+        size = inbox.size(path)
+        if size > MAX_WORKBOOK_BYTES:  # known by its name and size: reported once, never read
+            marker = sha256_of(f"{path}\0{size}".encode())
+            if marker[:16] not in done:
+                report = ImportReport(workbook=path, sha256=marker, imported_at=now_iso())
+                report.error = (
+                    f"too large for a workbook: {size / 1e6:.0f} MB (limit {MAX_WORKBOOK_BYTES / 1e6:.0f} MB)"
+                )
+                _keep(store, report)
+                reports.append(report)
+                done.add(marker[:16])
             continue
         data = inbox.read_bytes(path)
         if sha256_of(data)[:16] in done:
             continue
-        reports.append(import_workbook(store, data, path, template, default_reviewer, derivations, accepted_tiers))
+        not_read = _not_a_workbook(base)
+        if not_read:
+            report = ImportReport(workbook=path, sha256=sha256_of(data), imported_at=now_iso(), error=not_read)
+            _keep(store, report)
+            reports.append(report)
+        else:
+            reports.append(
+                import_workbook(store, data, path, template, default_reviewer, derivations, accepted_tiers, max_rows)
+            )
         done.add(reports[-1].sha256[:16])
     return reports
+
+
+WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # the Office Open XML workbooks (.xlsm: the same with macros, never run)
+
+
+def _not_a_workbook(name: str) -> str:
+    """Why a file in the inbox is not read as a reviewed workbook ("" when it is one)."""
+    lower = name.lower()
+    if lower.endswith(WORKBOOK_SUFFIXES):
+        return ""
+    if lower.endswith((".xls", ".xlsb", ".ods", ".numbers")):
+        kind = lower.rsplit(".", 1)[-1]
+        return (
+            f"not read: a .{kind} file is not the exported workbook — save it as .xlsx (Excel Workbook), drop it again"
+        )
+    if lower.endswith(".csv"):
+        return "not read: a CSV has no decision columns to trust — fill the exported .xlsx workbook's fields sheet"
+    return (
+        "not read: only reviewed workbooks (.xlsx, from the exported atlas_documents.xlsx) are imported from the inbox"
+    )

@@ -3,6 +3,7 @@ each study's row linking to the evidence of its numbers — the study that stand
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import quote as url_quote
 
 from markupsafe import Markup
@@ -10,11 +11,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
 from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg
 from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.review_page.page_state import ReviewPage
+
+LOG = logging.getLogger("atlas.review")
 
 
 def _evidence(effect: Effect) -> str:
@@ -25,6 +29,18 @@ def analysis(request: Request, templates: Jinja2Templates) -> Response:
     page: ReviewPage = request.app.state.page
     template = page.template()
     entries, excluded = study_entries(studies(page.states(), template, load_choices(page.store)), template)
-    plots = [(plot, Markup(forest_svg(plot, link=_evidence))) for plot in forest_plots(escalc_rows(entries))]
-    context = {"plots": plots, "arms": 2 * len(entries), "excluded": excluded, "reviewer": page.reviewer(request)}
+    plots, problems = [], []
+    for plot in forest_plots(escalc_rows(entries)):
+        try:
+            plots.append((plot, Markup(forest_svg(plot, link=_evidence))))
+        except Exception as error:  # one plot that cannot be drawn never takes the page down: said in its place
+            LOG.exception("forest plot of %s not drawn", plot.outcome)
+            problems.append(f"{plot.outcome}: not drawn ({type(error).__name__}: {redact(str(error))[:200]})")
+    context = {
+        "plots": plots,
+        "problems": problems,
+        "arms": 2 * len(entries),
+        "excluded": excluded,
+        "reviewer": page.reviewer(request),
+    }
     return templates.TemplateResponse(request, "analysis.html", context)

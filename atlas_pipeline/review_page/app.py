@@ -9,9 +9,11 @@ secret is ever rendered. Bound to 127.0.0.1 by ``atlas review``.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES, trusted_hosts
 from atlas_pipeline.config.settings import AtlasSettings
-from atlas_pipeline.core.templates import entry_field_name, entry_field_parts
+from atlas_pipeline.core.templates import ADDED_FROM, entry_field_name, entry_field_parts, entry_in_range
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.outputs.agreement_report import agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState
@@ -54,7 +56,8 @@ from atlas_pipeline.review.person_quotes import document_scope
 from atlas_pipeline.review.progress import ReviewerProgress, reviewer_progress
 from atlas_pipeline.review.workbook_import import import_reports
 from atlas_pipeline.review_page.analysis_page import analysis
-from atlas_pipeline.review_page.document_view import ADDED_FROM, consensus_candidates, document_context
+from atlas_pipeline.review_page.document_view import consensus_candidates, document_context
+from atlas_pipeline.review_page.login_guard import account_key, address_key
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
 from atlas_pipeline.review_page.sessions import OPEN_PATHS, SESSION_COOKIE
 from atlas_pipeline.review_page.study_pages import choose_value, link_report, study_detail, study_list
@@ -95,7 +98,7 @@ def _priority(row: dict[str, Any]) -> tuple:
     return (-(row["recheck"] or 0), -waiting, row["status"] == "approved", row["key"])
 
 
-async def documents(request: Request) -> Response:
+def documents(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     rows = sorted((_state_row(state) for state in page.states()), key=_priority)
     status, needs = request.query_params.get("status", ""), request.query_params.get("needs") == "review"
@@ -116,7 +119,7 @@ async def documents(request: Request) -> Response:
     )
 
 
-async def documents_api(request: Request) -> Response:
+def documents_api(request: Request) -> Response:
     """Statuses for the list's live refresh (pending → extracting → done / failed with the reason)."""
     page: ReviewPage = request.app.state.page
     return JSONResponse([_state_row(state) for state in page.states()])
@@ -133,7 +136,7 @@ class _NotFound(Exception):
     pass
 
 
-async def document(request: Request) -> Response:
+def document(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     try:
         key = _key(request)
@@ -292,7 +295,8 @@ async def decision(request: Request) -> Response:
         + url_quote(f"{form.get('action')} recorded for {field} by {reviewer}"),
         status_code=303,
     )
-    response.set_cookie(REVIEWER_COOKIE, url_quote(reviewer), httponly=True, samesite="strict")
+    secure = page.sessions.cookies_secure(request)
+    response.set_cookie(REVIEWER_COOKIE, url_quote(reviewer), httponly=True, samesite="strict", secure=secure)
     return response
 
 
@@ -360,6 +364,8 @@ def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str],
     taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
     # a person's entries are numbered from ADDED_FROM: a model's entry never takes their number later
     number = max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
+    if not entry_in_range(number, group.max_entries):
+        raise DecisionRefused(f"{group.name} holds at most {group.max_entries} entries added by people")
     for field, value in values:
         decide(
             page.store,
@@ -520,7 +526,8 @@ async def set_reviewer(request: Request) -> Response:
     back = str(form.get("back") or "/")
     response = RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/", status_code=303)
     if name:
-        response.set_cookie(REVIEWER_COOKIE, url_quote(name), httponly=True, samesite="strict")
+        secure = request.app.state.page.sessions.cookies_secure(request)
+        response.set_cookie(REVIEWER_COOKIE, url_quote(name), httponly=True, samesite="strict", secure=secure)
     else:
         response.delete_cookie(REVIEWER_COOKIE)
     return response
@@ -556,20 +563,30 @@ async def upload(request: Request) -> Response:
     return RedirectResponse("/?" + urlencode({"message": message.strip() or "no file chosen"}), status_code=303)
 
 
-async def imports(request: Request) -> Response:
+IMPORTS_PER_PAGE = 10
+
+
+def imports(request: Request) -> Response:
+    """The workbook imports, newest first, ten a page (each report lists its first rows and counts the rest)."""
     page: ReviewPage = request.app.state.page
+    raw = request.query_params.get("page", "1")
+    number = int(raw) if raw.isascii() and raw.isdecimal() and 0 < len(raw) < 7 else 1
+    reports, total = import_reports(page.store, (number - 1) * IMPORTS_PER_PAGE, IMPORTS_PER_PAGE)
     return TEMPLATES.TemplateResponse(
         request,
         "imports.html",
         {
-            "reports": import_reports(page.store),
+            "reports": reports,
+            "page_number": number,
+            "pages": max(1, -(-total // IMPORTS_PER_PAGE)),
+            "total": total,
             "inbox": bool(page.settings.review_inbox),  # whether there is one; no location shown
             "reviewer": page.reviewer(request),
         },
     )
 
 
-async def disagreements(request: Request) -> Response:
+def disagreements(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     rows, differences = [], []
     states = page.states()
@@ -609,7 +626,7 @@ async def disagreements(request: Request) -> Response:
     return TEMPLATES.TemplateResponse(request, "disagreements.html", context)
 
 
-async def search(request: Request) -> Response:
+def search(request: Request) -> Response:
     """Search box results: every document's text, tables and values, ranked, each a link to its review."""
     page: ReviewPage = request.app.state.page
     query = request.query_params.get("q", "").strip()
@@ -655,19 +672,39 @@ async def login(request: Request) -> Response:
         return PlainTextResponse("refused: a login must come from the review page itself", status_code=403)
     form = await request.form()
     context["next"] = _local_path(str(form.get("next") or "/"))
-    account = await run_in_threadpool(
-        authenticate, page.sessions.accounts(), str(form.get("name") or ""), str(form.get("password") or "")
-    )
+    name, address = str(form.get("name") or ""), page.sessions.client_address(request)
+    keys = [account_key(name), address_key(address)]
+    locked = page.sessions.guard.attempt(keys)  # counted as a failure until the password proves right
+    if locked is not None:  # refused without looking at the password: the right one waits too
+        whom = f"for {locked.who!r}" if locked.kind == "account" else "for this address"
+        context["error"] = f"too many failed logins {whom}: try again in {locked.retry_after} s"
+        (LOG.warning if locked.first else LOG.info)(
+            "review page login refused while locked: %s %r for %d s more (as %r)",
+            locked.kind, locked.who[:60], locked.retry_after, name[:60],
+        )  # fmt: skip
+        headers = {"Retry-After": str(locked.retry_after)}
+        return TEMPLATES.TemplateResponse(request, "login.html", context, status_code=429, headers=headers)
+    account = await run_in_threadpool(authenticate, page.sessions.accounts(), name, str(form.get("password") or ""))
     if account is None:
         context["error"] = "unknown name or wrong password"
-        LOG.warning("failed login to the review page as %r", str(form.get("name") or "")[:120])
+        counts = page.sessions.guard.failed(keys)  # never the password, in the log or anywhere
+        in_a_row = ", ".join(f"{n} for the {kind}" for (kind, _), n, _ in counts)
+        LOG.warning("failed login to the review page as %r from %r (in a row: %s)", name[:120], address, in_a_row)
+        for (kind, who), failures, wait in counts:
+            if wait > 0:
+                LOG.warning(
+                    "review page logins locked for %s %r: %d s after %d failed logins in a row",
+                    kind, who[:60], math.ceil(wait), failures,
+                )  # fmt: skip
         return TEMPLATES.TemplateResponse(request, "login.html", context, status_code=401)
+    page.sessions.guard.succeeded(keys)
     response = RedirectResponse(context["next"], status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
         page.sessions.start(account),
         httponly=True,
         samesite="strict",
+        secure=page.sessions.cookies_secure(request),
         max_age=int(page.settings.review_session_hours * 3600),
     )
     return response
@@ -679,11 +716,13 @@ async def logout(request: Request) -> Response:
         return PlainTextResponse("refused: not from the review page", status_code=403)
     page.sessions.end(request.cookies.get(SESSION_COOKIE, ""))
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(SESSION_COOKIE)
+    response.delete_cookie(
+        SESSION_COOKIE, httponly=True, samesite="strict", secure=page.sessions.cookies_secure(request)
+    )
     return response
 
 
-async def team(request: Request) -> Response:
+def team(request: Request) -> Response:
     """Progress per reviewer: decisions, documents and fields, and what is left for the team."""
     page: ReviewPage = request.app.state.page
     states = page.states()
@@ -747,6 +786,20 @@ async def _who_is_there(request: Request, call_next) -> Response:
     return await call_next(request)
 
 
+def _off_the_loop(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """A POST handler whose work (decisions, reviews, templates: files and CPU) runs in a worker thread: the form is
+    read from the connection here, on the event loop, and kept on the request; the rest never holds the loop, so one
+    heavy request never keeps the login page, or any other, from answering."""
+
+    @functools.wraps(handler)
+    async def run(request: Request) -> Response:
+        if _same_origin(request):
+            await request.form()  # cached on the request: the handler's own read returns it at once
+        return await run_in_threadpool(asyncio.run, handler(request))
+
+    return run
+
+
 def create_app(
     settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None, host: str = "127.0.0.1"
 ) -> Starlette:
@@ -772,13 +825,13 @@ def create_app(
             Route("/team", team),
             Route("/analysis", analysis_view),
             Route("/studies", studies_page),
-            Route("/studies/links", study_link, methods=["POST"]),
+            Route("/studies/links", _off_the_loop(study_link), methods=["POST"]),
             Route("/studies/{study}", study_page),
-            Route("/studies/{study}/values", study_choice, methods=["POST"]),
+            Route("/studies/{study}/values", _off_the_loop(study_choice), methods=["POST"]),
             Route("/", documents),
             Route("/api/documents", documents_api),
             Route("/upload", upload, methods=["POST"]),
-            Route("/reviewer", set_reviewer, methods=["POST"]),
+            Route("/reviewer", _off_the_loop(set_reviewer), methods=["POST"]),
             Route("/imports", imports),
             Route("/disagreements", disagreements),
             Route("/search", search),
@@ -786,11 +839,15 @@ def create_app(
             Route("/documents/{key}/pages/{number:int}.png", page_image),
             Route("/documents/{key}/pages/{number:int}/words", page_words_api),
             Route("/documents/{key}/find", find_api),
-            Route("/documents/{key}/fields/{field}", decision, methods=["POST"]),
-            Route("/documents/{key}/fields/{field}/undo", undo, methods=["POST"]),
-            Route("/documents/{key}/groups/{group}/entries", add_entry, methods=["POST"]),
-            Route("/documents/{key}/groups/{group}/grid", save_grid, methods=["POST"]),
-            Route("/documents/{key}/groups/{group}/entries/{entry:int}/reject", reject_entry, methods=["POST"]),
+            Route("/documents/{key}/fields/{field}", _off_the_loop(decision), methods=["POST"]),
+            Route("/documents/{key}/fields/{field}/undo", _off_the_loop(undo), methods=["POST"]),
+            Route("/documents/{key}/groups/{group}/entries", _off_the_loop(add_entry), methods=["POST"]),
+            Route("/documents/{key}/groups/{group}/grid", _off_the_loop(save_grid), methods=["POST"]),
+            Route(
+                "/documents/{key}/groups/{group}/entries/{entry:int}/reject",
+                _off_the_loop(reject_entry),
+                methods=["POST"],
+            ),
         ],
     )
     app.state.page = ReviewPage(settings, instance or default_instance)

@@ -21,7 +21,6 @@ from atlas_pipeline.review_page.page_state import ReviewPage
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 NEEDS_PERSON = ("awaiting_review", "recheck")
-ADDED_FROM = 1001  # above any group's max_entries (≤ 500)
 
 
 def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Decision]) -> dict[str, Any]:

@@ -3,11 +3,15 @@
 Sessions live in the page's memory: a random token in an HttpOnly, SameSite=Strict cookie, valid for
 ``ATLAS_REVIEW_SESSION_HOURS``; restarting `atlas review` logs everyone out (nothing to steal on disk). With no
 account and no proxy header the page is open, as before, but it then listens on this machine only.
+
+The cookies are ``Secure`` whenever the page is served beyond this machine (see ``cookies_secure``), and failed logins
+are counted per account and per client address (``login_guard``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import secrets
 import threading
 import time
@@ -15,9 +19,11 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.review.accounts import Account, load_accounts
 from atlas_pipeline.review.decisions import reviewer_name
+from atlas_pipeline.review_page.login_guard import LoginGuard
 
 SESSION_COOKIE = "atlas_session"
 OPEN_PATHS = ("/login",)
@@ -37,6 +43,9 @@ class Sessions:
         self.settings = settings
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
+        self.guard = LoginGuard(
+            free_failures=settings.review_login_free_failures, max_wait=settings.review_login_max_lockout_seconds
+        )
 
     def accounts(self) -> dict[str, Account]:
         return load_accounts(self.settings.review_users)
@@ -74,6 +83,49 @@ class Sessions:
             return None
         account = accounts.get(session.name)
         return account if account is not None and _fingerprint(account) == session.password else None
+
+    def behind_proxy(self) -> bool:
+        """Whether requests come through the documented proxy (``ATLAS_REVIEW_AUTH_HEADER``: the page then listens
+        on 127.0.0.1 and only that proxy reaches it), whose X-Forwarded-For and X-Forwarded-Proto are believed."""
+        return bool(self.settings.review_auth_header)
+
+    def client_address(self, request: Request) -> str:
+        """The address a login comes from, for counting failures: the connection's, or behind the trusted proxy the
+        address it forwards (the last of X-Forwarded-For, the one it added). A forwarded address the page does not
+        trust never counts: the server may already have taken it as the connection's (uvicorn does so for requests
+        from 127.0.0.1), and then every such request counts under one address however its header varies."""
+        peer = request.client.host if request.client else ""
+        if self.behind_proxy():
+            forwarded = _forwarded_for(request) if peer in LOOPBACK_ADDRESSES else None
+            return forwarded or peer or "unknown"
+        if peer and peer in ",".join(request.headers.getlist("x-forwarded-for")):
+            return "forwarded by an untrusted proxy"
+        return peer or "unknown"
+
+    def cookies_secure(self, request: Request) -> bool:
+        """Whether the page's cookies carry ``Secure``: always over https (the connection's, or X-Forwarded-Proto
+        from the trusted proxy), and whenever the page is reached under another name than 127.0.0.1, localhost or
+        [::1] — it is then served beyond this machine, where a cookie must never travel over plain http."""
+        if request.url.scheme == "https":
+            return True
+        proto = request.headers.get("x-forwarded-proto", "").split(",")[-1].strip().lower()
+        if self.behind_proxy() and proto == "https":
+            return True
+        return (request.url.hostname or "").lower() not in LOOPBACK_ADDRESSES
+
+
+def _forwarded_for(request: Request) -> str | None:
+    """The address a proxy on this machine forwards: the last one in X-Forwarded-For that is not this machine's
+    (the proxy appends the address it was reached from; what comes before it the client may have written)."""
+    items = [item.strip() for header in request.headers.getlist("x-forwarded-for") for item in header.split(",")]
+    for item in reversed(items):
+        try:
+            address = ipaddress.ip_address(item.removeprefix("[").split("]")[0] if item.startswith("[") else item)
+        except ValueError:
+            return None  # not an address: the proxy is not the one described, believe nothing
+        if not address.is_loopback:
+            return str(address)
+    return None
 
 
 def _fingerprint(account: Account) -> str:

@@ -111,6 +111,10 @@ class Store:
             raise StoreError(f"cannot write {self.url(relative)}: {error}") from error
         return self.url(relative)
 
+    def size(self, relative: str) -> int:
+        """An object's size in bytes, without reading it."""
+        return int(self.fs.size(self.path(relative)))
+
     def read_text(self, relative: str) -> str:
         return self.read_bytes(relative).decode("utf-8")
 

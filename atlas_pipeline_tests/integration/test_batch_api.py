@@ -6,6 +6,7 @@ are graded as usual when the answers arrive — by ``atlas run`` or by the ``llm
 from __future__ import annotations
 
 import shutil
+import time
 
 import dagster as dg
 
@@ -157,3 +158,32 @@ def test_a_batch_that_failed_fails_its_documents_with_the_reason(
     assert document_failed(job.execute_in_process(partition_key=OTHER, instance=instance, raise_on_error=False))
     record = read_record(atlas.store(), OTHER, "extraction", ExtractionRecord)
     assert record.status == "failed" and "invalid_file: the input file is invalid" in record.reason
+
+
+def test_a_batch_the_endpoint_never_ends_is_given_up_at_the_local_deadline(
+    llm_server, knowledge_base, settings_for, instance
+):
+    (knowledge_base / OTHER).write_text("# Another trial\n\nWe randomised 40 adults to juice or water.\n")
+    settings = settings_for(
+        knowledge_base, llm_base_url=llm_server.base_url, llm_batch="true", llm_batch_deadline_hours="0.0003"
+    )
+    atlas = Deployment.from_settings(settings)
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    instance.add_dynamic_partitions(documents_partitions.name, [OTHER])
+    defs = build_definitions(settings)
+    llm_server.script(default={"content": "{}"})
+    job = defs.resolve_job_def("document_job")
+    assert job.execute_in_process(partition_key=OTHER, instance=instance).success
+    assert read_record(atlas.store(), OTHER, "extraction", ExtractionRecord).status == "waiting"
+    client = atlas.llm_client(cache=atlas.store())
+    assert client.batch_tick().submitted == ["batch_1"]
+    assert client.batch_tick().overdue == 0  # within the deadline (about a second): still waiting
+    time.sleep(1.2)
+    report = client.batch_tick()  # the endpoint never ended it: cancelled there, given up here
+    assert report.overdue == 1 and report.ready == {OTHER}, report.summary()
+    assert "did not end batch batch_1 within ATLAS_LLM_BATCH_DEADLINE_HOURS=0.0003" in report.summary()
+    assert [batch["status"] for batch in llm_server.batches()] == ["cancelled"]
+    assert atlas.batch_queue(atlas.store()).open_batches() == []
+    job.execute_in_process(partition_key=OTHER, instance=instance, raise_on_error=False)
+    record = read_record(atlas.store(), OTHER, "extraction", ExtractionRecord)
+    assert record.status != "waiting" and len(_direct(llm_server)) >= 1  # asked directly, not queued again

@@ -291,6 +291,34 @@ def test_dropped_connection_is_retried(llm_server, run):
     assert record.status == "done" and len(llm_server.requests()) == 2
 
 
+def test_a_trickled_answer_is_cut_off_at_the_deadline_and_never_cached(llm_server, run, tmp_path):
+    # a byte every 0.3 s: each read is quick (the read timeout never fires), the whole answer would take ~20 minutes
+    llm_server.script({"trickle": 0.3, "content": answer()}, default={"content": answer()})
+    started = time.monotonic()
+    result, record = run()
+    took = time.monotonic() - started
+    assert document_failed(result) and record.status == "failed"
+    assert "took more than 5 s in all (ATLAS_LLM_DEADLINE_SECONDS" in record.reason, record.reason
+    assert len(llm_server.requests()) == 1  # cut off: asked again it would trickle again
+    assert took < 5 + 25, took  # the deadline, and the run's own steps around it
+    assert not list((tmp_path / "artifacts").glob("llm_cache/**/*.json"))  # nothing cached from a cut answer
+
+
+def test_an_endless_answer_is_cut_off_at_the_size_cap_and_never_cached(llm_server, run, tmp_path):
+    llm_server.script({"endless": True}, default={"content": answer()})
+    result, record = run()
+    assert document_failed(result) and record.status == "failed"
+    assert "passed 2,000,000 bytes (ATLAS_LLM_MAX_ANSWER_BYTES): cut off" in record.reason, record.reason
+    for _ in range(50):  # the server learns the client left at its next write
+        (request,) = llm_server.requests()
+        if request.get("_sent"):
+            break
+        time.sleep(0.1)
+    # the client stopped reading at the cap: what the server got out is the cap and the sockets' buffers, no more
+    assert 2_000_000 < (request["_sent"] or 0) < 2_000_000 + 16_000_000, request["_sent"]
+    assert not list((tmp_path / "artifacts").glob("llm_cache/**/*.json"))
+
+
 def test_invalid_json_is_repaired_once(llm_server, run):
     llm_server.script({"content": '{"study_id": {"value": "Valois 2005", "quote": '}, {"content": answer()})
     _, record = run()

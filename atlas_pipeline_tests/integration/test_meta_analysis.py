@@ -412,3 +412,35 @@ def test_a_policy_change_then_a_plain_atlas_run_leaves_no_value_the_new_policy_d
         )
     third = run_atlas("run", env={**env, "ATLAS_REVIEW_ACCEPT_TIERS": "verified"}, cwd=tmp_path)
     assert "up to date: not refreshed" in third.stdout  # and once they follow it, they are up to date
+
+    # a group size of 29 digits that reached the decision log by hand (no page, grid or workbook lets it in): the
+    # run exits 0, names it, leaves it out of the analysis files and writes every file
+    from atlas_pipeline.config.settings import PROJECT_ROOT
+    from atlas_pipeline.core.templates import load_template
+    from atlas_pipeline.review.decisions import decide, decision_file, now_stamp
+    from atlas_pipeline.store.layout import decisions_dir
+
+    store = Store(str(tmp_path / "artifacts"))
+    record = read_record(store, KEY, "extraction", ExtractionRecord)
+    field = "outcomes[1].total_intervention"
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    made = decide(
+        store,
+        record,
+        field,
+        "correct",
+        reviewer="ana",
+        shown=None,
+        template_field=template.field_definition(field),
+        value="20",
+    )
+    forged = made.model_copy(update={"id": "forged", "value": int("9" * 29), "decided_at": now_stamp()})
+    store.write_json(f"{decisions_dir(KEY)}/{decision_file(forged)}", json.loads(forged.model_dump_json()))
+    fourth = run_atlas("run", env={**env, "ATLAS_REVIEW_ACCEPT_TIERS": "verified"}, cwd=tmp_path)
+    assert fourth.returncode == 0, fourth.stdout + fourth.stderr
+    assert (
+        "left out of the analysis files" in fourth.stdout and "beyond any plausible total_intervention" in fourth.stdout
+    )
+    assert "not written" not in fourth.stdout
+    for name in ("atlas_documents.xlsx", "atlas_fields.parquet", "atlas_outcomes.parquet", "atlas_arms.csv"):
+        assert (tmp_path / "exports" / name).exists()

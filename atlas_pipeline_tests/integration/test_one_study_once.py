@@ -7,6 +7,7 @@ decision log is left out of the analysis files and named, while every other file
 import csv
 import io
 import json
+import os
 import shutil
 import subprocess
 import urllib.parse
@@ -17,6 +18,7 @@ import polars as pl
 from atlas_pipeline.outputs.analysis_files import read_escalc
 from atlas_pipeline.outputs.forest_plots import forest_plots
 from atlas_pipeline.review.decisions import decision_file, load_decisions, now_stamp
+from atlas_pipeline.review.workbook_import import import_workbook
 from atlas_pipeline.store.layout import decisions_dir
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.by_hand import processed_in_skip_mode
@@ -57,7 +59,7 @@ def _grid(site: str, key: str, shown: dict, reviewer: str, row: dict) -> tuple[i
 
 
 def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
-    knowledge_base, settings_for, atlas_for, instance, tmp_path
+    knowledge_base, settings_for, atlas_for, instance, tmp_path, monkeypatch
 ):
     from atlas_pipeline.review_page.app import create_app
 
@@ -95,6 +97,27 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
         crafted = {**shown[PDF], "reviewer": "ana", "cell:5000:n_comparator": "19", "was:5000:n_comparator": ""}
         status, page = _post(f"{site}/documents/{PDF}/groups/outcomes/grid", crafted)
         assert status == 409 and "has no entry 5000" in page
+        for written, reason in (
+            ("1_000", "without underscores"),
+            ("١٩", "write numbers with the digits 0–9"),
+            ("19,5", "a decimal comma is not read"),
+        ):
+            crafted = {
+                **shown[PDF],
+                "reviewer": "ana",
+                "cell:1001:n_comparator": written,
+                "was:1001:n_comparator": "19",
+            }
+            status, page = _post(f"{site}/documents/{PDF}/groups/outcomes/grid", crafted)
+            assert status == 409 and reason in page, (written, page[-300:])
+        # the same by a reviewed workbook: every such row refused with its reason, nothing recorded
+        report = import_workbook(atlas.store(), _workbook(tmp_path, shown[PDF]), "hostile.xlsx", atlas.load_template())
+        reasons = {row.field: row.reason for row in report.refused}
+        assert report.applied == [] and len(reasons) == 4, reasons
+        assert "beyond any plausible n_comparator" in reasons["outcomes[1001].n_comparator"]
+        assert "beyond any plausible sd_intervention" in reasons["outcomes[1001].sd_intervention"]
+        assert "has no extracted field" in reasons[f"outcomes[{'9' * 29}].n_intervention"]
+        assert "has no extracted field" in reasons["outcomes[5000].n_intervention"]  # the group holds 500 at most
         assert len(load_decisions(atlas.store(), PDF)) == before
 
     for key in (PDF, JATS):
@@ -133,21 +156,72 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
     # a value that slipped past every check into the decision log (an older version, a hand-edited file): left
     # out of the analysis files and named; every other file still written
     for key, entry in ((PDF, 1001), (PDF, 1002), (JATS, 1001)):  # every source, so that the study agrees on it
-        field = f"outcomes[{entry}].n_comparator"
-        latest = [d for d in load_decisions(atlas.store(), key) if d.field == field][-1]
-        forged = latest.model_copy(update={"id": f"forged{entry}", "value": int("9" * 29), "decided_at": now_stamp()})
-        atlas.store().write_json(f"{decisions_dir(key)}/{decision_file(forged)}", json.loads(forged.model_dump_json()))
+        for name, value in (("n_comparator", int("9" * 29)), ("sd_intervention", 1e308)):
+            field = f"outcomes[{entry}].{name}"
+            latest = [d for d in load_decisions(atlas.store(), key) if d.field == field][-1]
+            forged = latest.model_copy(update={"id": f"forged{entry}{name}", "value": value, "decided_at": now_stamp()})
+            _forge(atlas, key, forged)
+    # and an entry number no group holds, straight into the log
+    huge = {"id": "forgedentry", "document": PDF, "field": f"outcomes[{'9' * 29}].n_comparator"}
+    _forge(atlas, PDF, forged.model_copy(update=huge))
     for key in (PDF, JATS):
         assert defs.resolve_job_def("review_job").execute_in_process(partition_key=key, instance=instance).success
     result = defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance)
     assert result.success
     left_out = pl.read_csv(exports.path("atlas_analysis_excluded.csv")).to_dicts()
     assert any(r["field"] == "n_comparator" and "beyond any plausible" in r["reason"] for r in left_out), left_out
+    assert any(r["field"] == "sd_intervention" and "beyond any plausible" in r["reason"] for r in left_out), left_out
     assert [r for r in read_escalc(exports)["continuous"] if r["outcome"] == "Push-up test"] == []  # not half of it
     for name in ("atlas_documents.xlsx", "atlas_fields.csv", "atlas_studies.csv", "atlas_revman_study_results.csv"):
         assert exports.exists(name)
+    assert exports.exists("atlas_outcomes.parquet")  # the typed table leaves the values out, never fails on them
     exported = instance.get_latest_materialization_event(dg.AssetKey("extraction_exports")).asset_materialization
-    assert exported.metadata["analysis_values_left_out"].value >= 1
+    assert exported.metadata["analysis_values_left_out"].value >= 2
+    assert exported.metadata["files_not_written"].value == {}
+    with serve(create_app(settings, instance=lambda: instance)) as site:  # the Analysis tab answers all the same
+        status, page = http_request(f"{site}/analysis")
+        assert status == 200 and "beyond any plausible sd_intervention" in page
+
+    # a file that cannot be written (here: the agreement table, whose rows fail) is named; every other one is written
+    from atlas_pipeline.outputs import exports as export_module
+
+    def broken_rows(*_):
+        raise ValueError("cannot compare")
+
+    monkeypatch.setattr(export_module, "agreement_rows", broken_rows)
+    os.remove(exports.path("atlas_fields.csv"))  # written again: every file but the one that fails
+    assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    exported = instance.get_latest_materialization_event(dg.AssetKey("extraction_exports")).asset_materialization
+    assert exported.metadata["files_not_written"].value == {"atlas_agreement.csv": "ValueError: cannot compare"}
+    assert exports.exists("atlas_fields.csv") and exports.exists("atlas_escalc_continuous.csv")
+
+
+def _forge(atlas, key: str, decision) -> None:
+    """A decision written straight into the log (an older version, a hand-edited file): no check on the way in."""
+    atlas.store().write_json(f"{decisions_dir(key)}/{decision_file(decision)}", json.loads(decision.model_dump_json()))
+
+
+def _workbook(tmp_path, shown: dict) -> bytes:
+    """A reviewed workbook of hostile rows: a 29-digit value, an SD of 1e308, a 29-digit entry number, entry 5000."""
+    rows = [
+        ("outcomes[1001].n_comparator", "9" * 29),
+        ("outcomes[1001].sd_intervention", "1e308"),
+        (f"outcomes[{'9' * 29}].n_intervention", "18"),
+        ("outcomes[5000].n_intervention", "18"),
+    ]
+    frame = pl.DataFrame(
+        {
+            "document_key": [PDF] * len(rows),
+            "field": [field for field, _ in rows],
+            "sha256": [shown["sha256"]] * len(rows),
+            "extraction_version": [shown["extraction_version"]] * len(rows),
+            "decision": ["correct"] * len(rows),
+            "corrected_value": [value for _, value in rows],
+            "reviewer": ["ana"] * len(rows),
+        }
+    )
+    frame.write_excel(tmp_path / "hostile.xlsx", worksheet="fields")
+    return (tmp_path / "hostile.xlsx").read_bytes()
 
 
 def _evaluate_people(atlas, tmp_path) -> dict:

@@ -265,7 +265,7 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     assert decisions["male_percent"].reason == "not_reported" and decisions["funding_source"].value == "none declared"
     assert (decisions["n_control"].value, decisions["n_control"].reviewer) == (29, "dan")
     assert decisions["study_id"].reviewer == "carla" and decisions["study_id"].source == "workbook:reviewed.xlsx"
-    assert import_reports(store)[0].sha256 == report.sha256  # kept, for the review page
+    assert import_reports(store)[0][0].sha256 == report.sha256  # kept, for the review page
 
     # the same rows in another copy of the workbook: nothing applied twice; a row that cannot be a number is refused
     again = _fill(
@@ -280,7 +280,7 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     assert [row.field for row in second.already_applied] == ["n_control"] and second.applied == []
     assert {row.field: row.reason for row in second.refused if row.document == KEY} == {
         "n_treatment": "'inf' is not a whole number",
-        "age_control": "'1e400' is not a number",
+        "age_control": "'1e400' is beyond any plausible age_control (at most 1e+15 in size)",
     }
     assert len(load_decisions(store, KEY)) == 4
 
@@ -292,6 +292,8 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     )
     (inbox / "notes.txt").write_text("not a workbook")
     (inbox / "broken.xlsx").write_bytes(b"PK\x03\x04 not really")
+    (inbox / "old.xls").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1 Excel 97-2003")
+    (inbox / "~$second.xlsx").write_bytes(b"Excel's lock file")
     settings = run.settings.model_copy(update={"review_inbox": str(inbox), "reviewer": "erin"})
     defs = build_definitions(settings)
     sensor = defs.resolve_sensor_def("review_sensor")
@@ -299,10 +301,12 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     context = dg.build_sensor_context(instance=instance, resources=resources, definitions=defs)
     result = sensor(context)
     assert [request.partition_key for request in result.run_requests] == [KEY]
-    reports = {r.workbook: r for r in import_reports(store)}
+    reports = {r.workbook: r for r in import_reports(store)[0]}
     assert [(row.field, row.decision) for row in reports["second.xlsx"].applied] == [("p_value", "approve")]
     assert "not a workbook" in reports["broken.xlsx"].error
-    assert "notes.txt" not in reports
+    assert "only reviewed workbooks (.xlsx" in reports["notes.txt"].error  # every file in the inbox: read or said
+    assert "a .xls file is not the exported workbook — save it as .xlsx" in reports["old.xls"].error
+    assert "~$second.xlsx" not in reports  # Excel's lock file while the workbook is open
     assert import_inbox(Store(str(inbox)), store, template) == []  # imported once, by content
     again = sensor(
         dg.build_sensor_context(instance=instance, cursor=result.cursor, definitions=defs, resources=resources)

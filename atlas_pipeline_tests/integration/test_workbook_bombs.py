@@ -5,14 +5,16 @@ saying why, in bounded memory, and ``atlas run`` goes on to write its exports.""
 from __future__ import annotations
 
 import resource
+import threading
+import time
 import zipfile
 
 import polars as pl
 
-from atlas_pipeline.review.workbook_import import check_workbook, import_inbox
+from atlas_pipeline.review.workbook_import import LISTED_ROWS, check_workbook, import_inbox, import_workbook
 from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.servers.processes import local_env
-from atlas_pipeline_tests.support.helpers import run_atlas
+from atlas_pipeline_tests.support.helpers import http_request, run_atlas, serve
 
 
 def _workbook(path, extra: dict[str, int] | None = None, entries: int = 0) -> bytes:
@@ -77,3 +79,80 @@ def test_atlas_run_goes_on_with_a_bomb_in_the_inbox(knowledge_base, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "review inbox: bomb.xlsx: not imported:" in result.stdout and "zip bomb" in result.stdout
     assert (tmp_path / "exports" / "atlas_documents.csv").exists()
+
+
+def _rows_sheet(path, rows: int, document: str = "nowhere.md") -> bytes:
+    """A real workbook whose ``fields`` sheet is followed by a sheet of ``rows`` decided rows (written as Excel
+    writes inline strings, streamed into the archive)."""
+    _workbook(path)
+    with (
+        zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as archive,
+        archive.open("xl/worksheets/sheet2.xml", "w", force_zip64=True) as member,
+    ):
+        member.write(b'<?xml version="1.0"?><worksheet><sheetData>')
+        for start in range(1, rows + 1, 10_000):
+            member.write(
+                "".join(
+                    f'<row r="{n}"><c r="A{n}" t="inlineStr"><is><t>{document}</t></is></c>'
+                    f'<c r="B{n}" t="inlineStr"><is><t>approve</t></is></c></row>'
+                    for n in range(start, min(start + 10_000, rows + 1))
+                ).encode()
+            )
+        member.write(b"</sheetData></worksheet>")
+    return path.read_bytes()
+
+
+def test_a_million_row_workbook_is_refused_in_bounded_memory_while_the_page_answers(
+    tmp_path, settings_for, knowledge_base
+):
+    from atlas_pipeline.review_page.app import create_app
+
+    data = _rows_sheet(tmp_path / "million.xlsx", 1_000_000)
+    assert len(data) < 12_000_000
+    artifacts = Store(str(tmp_path / "artifacts"))
+    settings = settings_for(knowledge_base, review_inbox=str(tmp_path))
+    with serve(create_app(settings)) as site:
+        answered: list[float] = []
+
+        def ask_meanwhile() -> None:
+            while not done.is_set():
+                started = time.monotonic()
+                status, _ = http_request(f"{site}/login")
+                answered.append(time.monotonic() - started if status in (200, 303) else 99.0)
+
+        done = threading.Event()
+        asker = threading.Thread(target=ask_meanwhile)
+        asker.start()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.monotonic()
+        report = import_workbook(artifacts, data, "million.xlsx", None)
+        took = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        done.set()
+        asker.join()
+        assert "more than 300,000 rows: too many to import at once (ATLAS_REVIEW_WORKBOOK_MAX_ROWS" in report.error
+        assert took < 30 and (after - before) < 300_000, (took, after - before)  # KB: never read into memory
+        assert answered and max(answered) < 5, answered  # the page kept answering
+
+        # a workbook of 5,000 refused rows: its report counts them all and lists the first ones; the page is small
+        frame = pl.DataFrame(
+            {
+                "document_key": ["nowhere.md"] * 5_000,
+                "field": ["n_control"] * 5_000,
+                "sha256": [""] * 5_000,
+                "extraction_version": [""] * 5_000,
+                "decision": ["approve"] * 5_000,
+            }
+        )
+        frame.write_excel(tmp_path / "many.xlsx", worksheet="fields")
+        many = (tmp_path / "many.xlsx").read_bytes()
+        report = import_workbook(artifacts, many, "many.xlsx", None)
+        assert report.count("refused") == 5_000 and len(report.refused) == LISTED_ROWS
+        assert "5000 row(s) refused" in report.summary()
+        for number in range(25):  # more imports than a page shows
+            import_workbook(artifacts, b"PK not a workbook %d" % number, f"broken{number}.xlsx", None)
+        status, page = http_request(f"{site}/imports")
+        assert status == 200 and len(page) < 200_000 and "Page 1 of 3 (27 imports)" in page
+        status, page = http_request(f"{site}/imports?page=3")
+        assert status == 200 and f"The first {LISTED_ROWS} of 5000 refused rows" in page
+        assert "more than 300,000 rows" in page

@@ -3,7 +3,8 @@
 ``POST /v1/chat/completions`` answers with the next scripted step, or the default step when the script is used up:
 ``{"status": 200, "content": "..."}`` a completion; ``{"status": 429|500|401|400, "message": "..."}`` an API error;
 ``{"delay": 3}`` waits first (timeouts); ``{"when": "part 2 of"}`` answers only a request that says so;
-``{"drop": true}`` closes the connection without an answer;
+``{"drop": true}`` closes the connection without an answer; ``{"trickle": 2}`` sends the answer a byte every 2 s;
+``{"endless": true}`` streams a body that never ends (chunked, 64 KiB at a time, until the client goes away);
 ``{"answer": {...}}`` answers like a model that knows the whole answer: only the fields the request's schema asks
 for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
 ``"max_tokens": true`` on a step makes the server honour the request's ``max_tokens`` as a real one does: a longer
@@ -15,7 +16,8 @@ with ``"capacity": N`` a request arriving while N are being answered gets a 429 
 now.
 
 The Batch API as OpenAI documents it: ``POST /v1/files`` (multipart, purpose ``batch``), ``POST /v1/batches``,
-``GET /v1/batches/{id}``, ``GET /v1/files/{id}/content``. A batch stays ``in_progress`` until the test says
+``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``,
+``GET /v1/files/{id}/content``. A batch stays ``in_progress`` until the test says
 ``POST /_batches {"action": "complete"}`` (every request answered by the script, in the output file, or in the error
 file when its step is an error), ``{"action": "expire", "answered": N}`` (the first N answered, the rest
 ``batch_expired``) or ``{"action": "fail"}`` (the input file refused). ``GET /_batches`` lists them.
@@ -97,6 +99,13 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/v1/batches"):
             self._create_batch(body)
             return
+        if self.path.startswith("/v1/batches/") and self.path.endswith("/cancel"):
+            with LOCK:
+                batch = BATCHES.get(self.path.split("/")[3])
+                if batch is not None:
+                    batch["status"] = "cancelled"
+            self._send(200 if batch else 404, batch or {"error": {"message": "no such batch", "type": "not_found"}})
+            return
         if self.path == "/_batches":
             with LOCK:
                 for batch in BATCHES.values():
@@ -130,7 +139,7 @@ class Handler(BaseHTTPRequestHandler):
                 FLIGHT["now"] += 1
                 FLIGHT["most"] = max(FLIGHT["most"], FLIGHT["now"])
         try:
-            self._answer(body, step)
+            seen["_sent"] = self._answer(body, step)
         finally:
             if not seen.get("_refused"):
                 with LOCK:
@@ -183,15 +192,54 @@ class Handler(BaseHTTPRequestHandler):
             BATCHES[batch["id"]] = batch
         self._send(200, batch)
 
-    def _answer(self, body: dict, step: dict) -> None:
+    def _answer(self, body: dict, step: dict) -> int | None:
+        """Answer with the step; a trickled or endless body returns how many bytes went out before the client left."""
         if step.get("delay"):
             time.sleep(float(step["delay"]))
         if step.get("drop"):
             self.close_connection = True
             self.connection.close()
             return
+        if step.get("endless"):
+            return self._endless()
         status, payload = _completion(body, step)
+        if step.get("trickle"):
+            return self._trickle(json.dumps(payload).encode(), float(step["trickle"]))
         self._send(status, payload, step.get("headers") if status != 200 else None)
+        return None
+
+    def _trickle(self, payload: bytes, every: float) -> int:
+        """Headers at once, then the body a byte at a time (each read well within any read timeout)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        sent = 0
+        try:
+            for index in range(len(payload)):
+                self.wfile.write(payload[index : index + 1])
+                self.wfile.flush()
+                sent += 1
+                time.sleep(every)
+        except OSError:  # the client cut it off
+            self.close_connection = True
+        return sent
+
+    def _endless(self) -> int:
+        """A JSON body that never ends: an opening brace, then whitespace for ever."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk, sent = b"{" + b" " * 65_535, 0
+        try:
+            while True:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent += len(chunk)
+                chunk = b" " * 65_536
+        except OSError:  # the client cut it off
+            self.close_connection = True
+        return sent
 
 
 def _completion(body: dict, step: dict) -> tuple[int, dict]:

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from atlas_pipeline.knowledge import catalog as catalog_module
 from atlas_pipeline.knowledge.catalog import Catalog, load_catalog, load_entry, refresh_catalog, save_catalog, scan
 from atlas_pipeline.knowledge.listing import KnowledgeBase
 from atlas_pipeline.knowledge.partition_keys import MAX_KEY_LENGTH, is_safe_key, make_key, slug_for
@@ -106,6 +107,50 @@ def test_rename_keeps_the_key(knowledge_base):
     assert list(second.catalog.entries) == ["PMC1216327.pdf"]
     entry = second.catalog.entries["PMC1216327.pdf"]
     assert entry.source_path == "renamed.pdf" and not entry.removed and not second.new
+
+
+def test_rename_keeps_the_key_when_names_are_checked(knowledge_base, tmp_path):
+    """The scan that tells x.pdf from x.txt looks at the first bytes of a document's source: a source renamed away
+    is not there to look at, and the renamed file names the document (that look stopped every scan before)."""
+    (knowledge_base / "paper.pdf").write_bytes(b"%PDF-1.4 a paper")
+    kb, store = KnowledgeBase(str(knowledge_base)), Store(str(tmp_path / "artifacts"))
+    (key,) = refresh_catalog(kb, store).new
+    (knowledge_base / "paper.pdf").rename(knowledge_base / "a renamed paper.pdf")
+    renamed = refresh_catalog(kb, store)
+    assert list(renamed.catalog.entries) == [key] and not renamed.new and not renamed.removed
+    entry = renamed.catalog.entries[key]
+    assert entry.source_path == "a renamed paper.pdf" and entry.aliases == [] and not entry.removed
+    assert not refresh_catalog(kb, store).changed
+
+
+def test_moved_document_whose_old_name_gets_other_bytes(knowledge_base):
+    """A removed document's bytes come back under another name while its old name gets other bytes, in one scan:
+    the document follows its bytes, the old name is a new document (a failed list removal stopped the scan before)."""
+    (knowledge_base / "a.txt").write_text("the first text")
+    kb = KnowledgeBase(str(knowledge_base))
+    first = scan(Catalog(), kb.list(), kb.sha256, head=kb.head)
+    (knowledge_base / "a.txt").unlink()
+    second = scan(first.catalog, kb.list(), kb.sha256, head=kb.head)
+    assert second.removed == ["a.txt"]
+    (knowledge_base / "0 moved.txt").write_text("the first text")
+    (knowledge_base / "a.txt").write_text("another text")
+    third = scan(second.catalog, kb.list(), kb.sha256, head=kb.head)
+    assert third.restored == ["a.txt"] and third.catalog.entries["a.txt"].source_path == "0 moved.txt"
+    (new_key,) = third.new
+    assert new_key != "a.txt" and third.catalog.entries[new_key].source_path == "a.txt"
+
+
+def test_progress_of_a_long_scan(knowledge_base, monkeypatch):
+    """``progress(files looked at, files listed)``: at most every ``PROGRESS_SECONDS``, so never for a quick scan."""
+    for number in range(5):
+        (knowledge_base / f"note-{number}.txt").write_text(f"note {number}\n")
+    kb = KnowledgeBase(str(knowledge_base))
+    calls: list[tuple[int, int]] = []
+    scan(Catalog(), kb.list(), kb.sha256, progress=lambda done, total: calls.append((done, total)))
+    assert calls == []
+    monkeypatch.setattr(catalog_module, "PROGRESS_SECONDS", 0.0)
+    result = scan(Catalog(), iter(kb.list()), kb.sha256, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(number, 5) for number in range(5)] and len(result.new) == 5  # a listing without a length too
 
 
 def test_budget_defers_work_to_the_next_scan(knowledge_base):
