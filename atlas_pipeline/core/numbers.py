@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d{1,4})?")
+_NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?")
 _MINUS = str.maketrans({"−": "-", "–": "-"})  # the minus sign and the en dash a word processor puts for it
 
 
@@ -48,5 +48,5 @@ def number_or_none(text: str) -> int | float | None:
     """``read_number``, or None for a text that is not a number."""
     try:
         return read_number(text)
-    except NotANumber:
+    except ValueError:  # NotANumber, and anything float() would still refuse
         return None

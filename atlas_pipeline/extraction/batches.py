@@ -318,7 +318,7 @@ class BatchQueue:
             entry |= {"cut": f"the answer was cut at ATLAS_LLM_MAX_TOKENS={limit} tokens (finish_reason length)"}
             entry["max_tokens"] = limit
         else:
-            entry["content"] = (choice.get("message") or {}).get("content") or ""
+            entry["content"] = redact((choice.get("message") or {}).get("content") or "")  # an echoed key: never kept
         self.store.write_json(llm_cache_path(key), entry)
 
     def _requeue(self, key: str, report: PollReport) -> None:

@@ -168,11 +168,11 @@ def _grade_entries(
 
 def _merge_entries(
     group: TemplateModule, per_chunk: list[tuple[int, list[dict[str, FieldResult]]]]
-) -> dict[str, FieldResult]:
-    """The group's entries over all chunks: entries of different chunks with the same identity are one (fields
-    merged like single fields); two entries with the same identity in one answer (an ITT and a per-protocol
-    analysis, say) stay two — the n-th of a chunk merges with the n-th of another; the rest are kept in the order
-    they were first given."""
+) -> tuple[dict[str, FieldResult], int]:
+    """The group's entries over all chunks — at most ``max_entries`` of them, and how many more there were (left out,
+    said in the reason): entries of different chunks with the same identity are one (fields merged like single
+    fields); two entries with the same identity in one answer (an ITT and a per-protocol analysis, say) stay two —
+    the n-th of a chunk merges with the n-th of another; the rest are kept in the order they were first given."""
     merged: dict[object, list[tuple[int, dict[str, FieldResult]]]] = {}
     for chunk, entries in per_chunk:
         seen: dict[tuple[str, ...], int] = {}
@@ -185,12 +185,13 @@ def _merge_entries(
                 key = (identity, seen[identity])
             merged.setdefault(key, []).append((chunk, entry))
     fields: dict[str, FieldResult] = {}
-    for number, found in enumerate(merged.values(), 1):
+    kept = list(merged.values())[: group.max_entries]
+    for number, found in enumerate(kept, 1):
         for item in group.fields:
             name = entry_field_name(group.name, number, item.name)
             candidates = [(chunk, entry[item.name]) for chunk, entry in found]
             fields[name] = _merge(name, candidates) if len(candidates) > 1 else candidates[0][1]
-    return fields
+    return fields, len(merged) - len(kept)
 
 
 PAGE_ENTRIES = 8  # entries of a group asked for per request once the group alone does not fit in one answer
@@ -425,7 +426,9 @@ def extract_with_llm(
         fields = {name: found[0][1] for name, found in candidates.items()}
     required = {f.name: f.required for f in template.fields}
     for group in template.groups:
-        entry_fields = _merge_entries(group, group_entries[group.name])
+        entry_fields, beyond = _merge_entries(group, group_entries[group.name])
+        if beyond:  # the chunks' entries together pass the cap: the first ones kept, the rest counted
+            left_out[group.name] = left_out.get(group.name, 0) + beyond
         fields.update(entry_fields)
         is_required = {item.name: item.required for item in group.fields}
         required.update({name: is_required[entry_field_parts(name)[2]] for name in entry_fields})

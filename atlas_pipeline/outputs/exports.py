@@ -470,6 +470,13 @@ def export_files() -> list[str]:
     return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + analysis
 
 
+def _no_missing_sheet(problems: list[str]) -> bytes:
+    """The workbook is written whole or not at all: one whose sheet is missing would replace the team's good one."""
+    if problems:
+        raise ValueError(f"a sheet could not be made ({problems[0]})")
+    return b""
+
+
 class ExportsWritten(dict):
     """What ``write_exports`` wrote (name → location), and ``not_written``: each file that could not be, with why —
     every other file was written all the same."""
@@ -527,37 +534,54 @@ def write_exports(
                 written.not_written[export_path(stem, fmt)] = reason
             return pl.DataFrame(schema=dict(empty))
 
+    def lenient(paths: list[str], build: Callable[[], Any], default: Any) -> Any:
+        """What ``build`` makes, or — when it fails — ``default``, every file in ``paths`` named as not written."""
+        try:
+            return build()
+        except Exception as error:
+            reason = redact(f"{type(error).__name__}: {error}")[:500]
+            LOG.error("exports %s not made: %s", ", ".join(paths), reason)
+            written.not_written.update(dict.fromkeys(paths, reason))
+            return default
+
+    analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values(), EXCLUDED_STEM)]
+    analysis += [export_path(ARMS_STEM, fmt) for fmt in FORMATS[1:]]
     documents = made(EXPORT_STEM, lambda: documents_frame(states), SCHEMA)
     fields = made(FIELDS_STEM, lambda: fields_frame(states), FIELD_SCHEMA)
     approved = made(APPROVED_STEM, lambda: clean(approved_frame(states, template)), {"document_key": pl.String})
-    quality = quality_frame(completion)
+    quality = made(QUALITY_STEM, lambda: quality_frame(completion), QUALITY_SCHEMA)
     groups = {
         group.name: made(f"atlas_{group.name}", lambda group=group: clean(group_frame(states, group)), {})
         for group in (template.groups if template else [])
     }
     skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
-    found = studies(states, template, study_choices or {}) if template else []
+    studied = [export_path(STUDIES_STEM, fmt) for fmt in FORMATS[1:]]
+    found = lenient(studied + analysis, lambda: studies(states, template, study_choices or {}), []) if template else []
     study_table = made(
         STUDIES_STEM, lambda: clean(pl.DataFrame(studies_frame(found).rows(named=True), schema=STUDY_SCHEMA)), {}
     )
+    sheets_missing = sorted({reason for path, reason in written.not_written.items() if not path.startswith("forest")})
     put(
         "xlsx",
         export_path(EXPORT_STEM, "xlsx"),
-        lambda: workbook_bytes(
-            documents,
-            extractions_frame(fields, template),
-            fields,
-            completion_frame(completion),
-            approved=approved,
-            quality=quality,
-            groups=groups,
-            choices=DECISION_CHOICES,
-            skip_mode=skip_mode,
-            studies=study_table,
+        lambda: (
+            _no_missing_sheet(sheets_missing)
+            or workbook_bytes(
+                documents,
+                extractions_frame(fields, template),
+                fields,
+                completion_frame(completion),
+                approved=approved,
+                quality=quality,
+                groups=groups,
+                choices=DECISION_CHOICES,
+                skip_mode=skip_mode,
+                studies=study_table,
+            )
         ),
     )
     outcomes = groups.get("outcomes", pl.DataFrame(schema={"document_key": pl.String, "entry": pl.Int64}))
-    entries, excluded = study_entries(found, template)
+    entries, excluded = lenient(analysis, lambda: study_entries(found, template), ([], []))
     arms_table = made(ARMS_STEM, lambda: clean(pl.DataFrame(arm_rows(entries), schema=ARMS_SCHEMA)), ARMS_SCHEMA)
     tables = (
         ("", EXPORT_STEM, documents),
@@ -577,17 +601,20 @@ def write_exports(
                 export_path(stem, fmt),
                 lambda frame=frame, fmt=fmt, full=full: _encode(frame, fmt, full),
             )
-    escalc = escalc_rows(entries)
-    for kind, frame in escalc_frames(escalc).items():
+    escalc = lenient(analysis, lambda: escalc_rows(entries), {})
+    for kind, frame in lenient(analysis, lambda: escalc_frames(escalc), {}).items():
         put(
             f"escalc_{kind}_csv",
             export_path(ESCALC_STEMS[kind], "csv"),
             lambda frame=frame: _encode(clean(frame), "csv"),
         )
-    left_out = clean(excluded_frame(excluded))
-    put("analysis_excluded_csv", export_path(EXCLUDED_STEM, "csv"), lambda: _encode(left_out, "csv"))
-    plots = forest_plots(escalc)
-    for plot in plots:
+    put(
+        "analysis_excluded_csv",
+        export_path(EXCLUDED_STEM, "csv"),
+        lambda: _encode(clean(excluded_frame(excluded)), "csv"),
+    )
+    plots = lenient([FOREST_FOLDER], lambda: forest_plots(escalc), None)
+    for plot in plots or []:
         put(f"forest_{plot.slug}", f"{FOREST_FOLDER}/{plot.slug}.svg", lambda plot=plot: forest_svg(plot).encode())
     try:
         revman = revman_files(found, template, entries, escalc, secrets)
@@ -597,9 +624,11 @@ def write_exports(
             written.not_written[export_path(stem, "csv")] = redact(f"{type(error).__name__}: {error}")[:500]
     for stem, content in revman.items():
         put(stem.removeprefix("atlas_"), export_path(stem, "csv"), lambda content=content: content)
-    for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots}:
-        store.delete(stale)  # an outcome no longer in the final values has no plot
-    put("review_quality_csv", export_path(QUALITY_STEM, "csv"), lambda: _encode(quality, "csv"))
+    for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots or []}:
+        if plots is not None:  # plots that could not be made this time: the last ones stay, named as stale above
+            store.delete(stale)  # an outcome no longer in the final values has no plot
+    if export_path(QUALITY_STEM, "csv") not in written.not_written:
+        put("review_quality_csv", export_path(QUALITY_STEM, "csv"), lambda: _encode(quality, "csv"))
 
     def agreement() -> bytes:
         rows = agreement_rows(states, template) if template else []

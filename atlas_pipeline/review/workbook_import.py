@@ -95,7 +95,27 @@ MAX_UNPACKED_BYTES = 400_000_000  # what its XML may unpack to, counted as it un
 MAX_ENTRIES = 5_000
 MAX_RATIO = 200  # unpacked / packed of one entry: sheet XML packs ~10–50×, a zip bomb 1,000× and more
 MAX_ROWS = 300_000  # rows over every sheet: the export of ~2,000 documents; counted before any reader opens it
+MAX_CELLS = 20_000_000  # a sheet's grid up to its farthest cell: what a reader allocates (300,000 rows × 66 columns)
 _ROW = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?row[\s/>]")
+_CELL = re.compile(rb'\br(?:ef)?="\$?([A-Z]{1,3})\$?(\d{1,8})(?::\$?([A-Z]{1,3})\$?(\d{1,8}))?"')
+
+
+def _column(letters: bytes) -> int:
+    number = 0
+    for letter in letters:
+        number = number * 26 + letter - 64
+    return number
+
+
+def _farthest(text: bytes, corner: tuple[int, int]) -> tuple[int, int]:
+    """The farthest (row, column) of the cell references in ``text`` (``r="XFD1048576"``, a ``ref`` range's end)
+    and ``corner``: a spreadsheet reader allocates a sheet's grid up to it."""
+    rows, columns = corner
+    for match in _CELL.finditer(text):
+        for letters, digits in ((match.group(1), match.group(2)), (match.group(3), match.group(4))):
+            if letters:
+                rows, columns = max(rows, int(digits)), max(columns, _column(letters))
+    return rows, columns
 
 
 def check_workbook(data: bytes, max_rows: int = MAX_ROWS) -> None:
@@ -120,22 +140,30 @@ def check_workbook(data: bytes, max_rows: int = MAX_ROWS) -> None:
             raise ValueError(
                 f"{entry.filename} would unpack {entry.file_size // max(entry.compress_size, 1)}× (a zip bomb?)"
             )
-        sheet = entry.filename.startswith("xl/worksheets/") and entry.filename.endswith(".xml")
         try:
             with archive.open(entry) as member:
-                tail = b""
+                tail, corner = b"", (0, 0)
                 while chunk := member.read(1 << 20):
                     unpacked += len(chunk)
                     if unpacked > MAX_UNPACKED_BYTES:
                         raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES / 1e6:.0f} MB (a zip bomb?)")
-                    if sheet:  # a row tag cut between two chunks is counted once (the tail's own were counted)
-                        rows += len(_ROW.findall(tail + chunk)) - len(_ROW.findall(tail))
-                        tail = chunk[-40:]
-                        if rows > max_rows:
-                            raise ValueError(
-                                f"more than {max_rows:,} rows: too many to import at once "
-                                "(ATLAS_REVIEW_WORKBOOK_MAX_ROWS; split the review into several workbooks)"
-                            )
+                    # every part, whatever its name (a sheet may live anywhere the archive's relations say):
+                    # rows counted (a tag cut between two chunks once: the tail's own were counted before) and
+                    # no cell beyond the rows and columns a workbook may hold
+                    rows += len(_ROW.findall(tail + chunk)) - len(_ROW.findall(tail))
+                    corner = _farthest(tail + chunk, corner)
+                    tail = chunk[-60:]
+                    if rows > max_rows or corner[0] > max_rows + 1:
+                        raise ValueError(
+                            f"more than {max_rows:,} rows: too many to import at once "
+                            "(ATLAS_REVIEW_WORKBOOK_MAX_ROWS; split the review into several workbooks)"
+                        )
+                    if corner[0] * corner[1] > MAX_CELLS:
+                        raise ValueError(
+                            f"a sheet reaching row {corner[0]:,} and column {corner[1]:,} is more than "
+                            f"{MAX_CELLS:,} cells: no exported workbook is (a sheet's far cell makes a reader fill "
+                            "the whole grid)"
+                        )
         except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
             raise ValueError(f"not a workbook that can be read ({entry.filename}: {error})") from None
 
@@ -267,7 +295,7 @@ def import_inbox(
 ) -> list[ImportReport]:
     """Import every workbook in the inbox not imported before (by content): dropping the same file twice, or
     leaving it there, applies it once. Every other file (but hidden ones and Excel's ``~$`` lock files) gets a report
-    saying why it was not read — once, by content — and one too large is never read whole."""
+    saying why it was not read — once, by its name and size, never read — as does a file too large for a workbook."""
     done = imported_already(store)
     reports = []
     for path in inbox.files():
@@ -275,30 +303,22 @@ def import_inbox(
         if base.startswith((".", "~$")):
             continue
         size = inbox.size(path)
-        if size > MAX_WORKBOOK_BYTES:  # known by its name and size: reported once, never read
+        not_read = _not_a_workbook(base)
+        if size > MAX_WORKBOOK_BYTES:
+            not_read = f"too large for a workbook: {size / 1e6:.0f} MB (limit {MAX_WORKBOOK_BYTES / 1e6:.0f} MB)"
+        if not_read:  # known by its name and size, never read: reported once
             marker = sha256_of(f"{path}\0{size}".encode())
             if marker[:16] not in done:
-                report = ImportReport(workbook=path, sha256=marker, imported_at=now_iso())
-                report.error = (
-                    f"too large for a workbook: {size / 1e6:.0f} MB (limit {MAX_WORKBOOK_BYTES / 1e6:.0f} MB)"
-                )
-                _keep(store, report)
-                reports.append(report)
+                reports.append(ImportReport(workbook=path, sha256=marker, imported_at=now_iso(), error=not_read))
+                _keep(store, reports[-1])
                 done.add(marker[:16])
             continue
         data = inbox.read_bytes(path)
-        if sha256_of(data)[:16] in done:
-            continue
-        not_read = _not_a_workbook(base)
-        if not_read:
-            report = ImportReport(workbook=path, sha256=sha256_of(data), imported_at=now_iso(), error=not_read)
-            _keep(store, report)
-            reports.append(report)
-        else:
+        if sha256_of(data)[:16] not in done:
             reports.append(
                 import_workbook(store, data, path, template, default_reviewer, derivations, accepted_tiers, max_rows)
             )
-        done.add(reports[-1].sha256[:16])
+            done.add(reports[-1].sha256[:16])
     return reports
 
 

@@ -13,7 +13,8 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -570,7 +571,7 @@ def imports(request: Request) -> Response:
     """The workbook imports, newest first, ten a page (each report lists its first rows and counts the rest)."""
     page: ReviewPage = request.app.state.page
     raw = request.query_params.get("page", "1")
-    number = int(raw) if raw.isascii() and raw.isdecimal() and 0 < len(raw) < 7 else 1
+    number = max(1, int(raw)) if raw.isascii() and raw.isdecimal() and 0 < len(raw) < 7 else 1
     reports, total = import_reports(page.store, (number - 1) * IMPORTS_PER_PAGE, IMPORTS_PER_PAGE)
     return TEMPLATES.TemplateResponse(
         request,
@@ -673,7 +674,9 @@ async def login(request: Request) -> Response:
     form = await request.form()
     context["next"] = _local_path(str(form.get("next") or "/"))
     name, address = str(form.get("name") or ""), page.sessions.client_address(request)
-    keys = [account_key(name), address_key(address)]
+    # a loopback peer is this machine (or a TLS proxy on it that forwards no address): counting it as one address
+    # would let five failures of anyone lock the whole team out; the account's count still holds
+    keys = [account_key(name)] + ([address_key(address)] if address not in LOOPBACK_ADDRESSES else [])
     locked = page.sessions.guard.attempt(keys)  # counted as a failure until the password proves right
     if locked is not None:  # refused without looking at the password: the right one waits too
         whom = f"for {locked.who!r}" if locked.kind == "account" else "for this address"
@@ -697,7 +700,7 @@ async def login(request: Request) -> Response:
                     kind, who[:60], math.ceil(wait), failures,
                 )  # fmt: skip
         return TEMPLATES.TemplateResponse(request, "login.html", context, status_code=401)
-    page.sessions.guard.succeeded(keys)
+    page.sessions.guard.succeeded(keys[:1])  # the account's count only: a login of one's own never clears an address
     response = RedirectResponse(context["next"], status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
@@ -795,9 +798,19 @@ def _off_the_loop(handler: Callable[[Request], Awaitable[Response]]) -> Callable
     async def run(request: Request) -> Response:
         if _same_origin(request):
             await request.form()  # cached on the request: the handler's own read returns it at once
-        return await run_in_threadpool(asyncio.run, handler(request))
+        return await run_in_threadpool(_one_at_a_time, handler(request))
 
     return run
+
+
+_WRITING = threading.Lock()
+
+
+def _one_at_a_time(work: Coroutine[Any, Any, Response]) -> Response:
+    """The page's changes one after another, as on the event loop before: two reviewers adding an entry at once
+    never take the same entry number, two links of studies never lose one."""
+    with _WRITING:
+        return asyncio.run(work)
 
 
 def create_app(

@@ -138,19 +138,23 @@ def test_the_batch_sensor_submits_polls_and_runs_the_documents_again(
     assert _direct(llm_server) == []
 
 
-def test_a_batch_that_failed_fails_its_documents_with_the_reason(
-    llm_server, knowledge_base, settings_for, instance, tmp_path
-):
+def _other_waiting(llm_server, knowledge_base, settings_for, instance, **extra: str):
+    """Another trial run in batch mode, its request queued: (deployment, document job, LLM client)."""
     (knowledge_base / OTHER).write_text("# Another trial\n\nWe randomised 40 adults to juice or water.\n")
-    settings = settings_for(knowledge_base, llm_base_url=llm_server.base_url, llm_batch="true")
+    settings = settings_for(knowledge_base, llm_base_url=llm_server.base_url, llm_batch="true", **extra)
     atlas = Deployment.from_settings(settings)
     refresh_catalog(atlas.open_knowledge_base(), atlas.store())
     instance.add_dynamic_partitions(documents_partitions.name, [OTHER])
-    defs = build_definitions(settings)
     llm_server.script(default={"content": "{}"})
-    job = defs.resolve_job_def("document_job")
+    job = build_definitions(settings).resolve_job_def("document_job")
     assert job.execute_in_process(partition_key=OTHER, instance=instance).success
-    client = atlas.llm_client(cache=atlas.store())
+    return atlas, job, atlas.llm_client(cache=atlas.store())
+
+
+def test_a_batch_that_failed_fails_its_documents_with_the_reason(
+    llm_server, knowledge_base, settings_for, instance, tmp_path
+):
+    atlas, job, client = _other_waiting(llm_server, knowledge_base, settings_for, instance)
     assert client.batch_tick().submitted == ["batch_1"]
     llm_server.end_batches("fail")
     report = client.batch_tick()
@@ -163,19 +167,10 @@ def test_a_batch_that_failed_fails_its_documents_with_the_reason(
 def test_a_batch_the_endpoint_never_ends_is_given_up_at_the_local_deadline(
     llm_server, knowledge_base, settings_for, instance
 ):
-    (knowledge_base / OTHER).write_text("# Another trial\n\nWe randomised 40 adults to juice or water.\n")
-    settings = settings_for(
-        knowledge_base, llm_base_url=llm_server.base_url, llm_batch="true", llm_batch_deadline_hours="0.0003"
+    atlas, job, client = _other_waiting(
+        llm_server, knowledge_base, settings_for, instance, llm_batch_deadline_hours="0.0003"
     )
-    atlas = Deployment.from_settings(settings)
-    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    instance.add_dynamic_partitions(documents_partitions.name, [OTHER])
-    defs = build_definitions(settings)
-    llm_server.script(default={"content": "{}"})
-    job = defs.resolve_job_def("document_job")
-    assert job.execute_in_process(partition_key=OTHER, instance=instance).success
     assert read_record(atlas.store(), OTHER, "extraction", ExtractionRecord).status == "waiting"
-    client = atlas.llm_client(cache=atlas.store())
     assert client.batch_tick().submitted == ["batch_1"]
     assert client.batch_tick().overdue == 0  # within the deadline (about a second): still waiting
     time.sleep(1.2)

@@ -304,6 +304,14 @@ def test_a_trickled_answer_is_cut_off_at_the_deadline_and_never_cached(llm_serve
     assert not list((tmp_path / "artifacts").glob("llm_cache/**/*.json"))  # nothing cached from a cut answer
 
 
+def test_headers_trickled_for_ever_are_cut_off_at_the_deadline(llm_server, run):
+    llm_server.script({"trickle_headers": 0.3}, default={"content": answer()})
+    started = time.monotonic()
+    result, record = run()
+    assert document_failed(result) and "took more than 5 s in all (ATLAS_LLM_DEADLINE_SECONDS" in record.reason
+    assert time.monotonic() - started < 5 + 25 and len(llm_server.requests()) == 1
+
+
 def test_an_endless_answer_is_cut_off_at_the_size_cap_and_never_cached(llm_server, run, tmp_path):
     llm_server.script({"endless": True}, default={"content": answer()})
     result, record = run()

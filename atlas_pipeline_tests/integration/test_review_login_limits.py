@@ -114,10 +114,10 @@ def test_one_address_guessing_across_accounts_is_slowed_down(page_for):
     with serve(app) as site:
         names = ["Ana Lima", "Dan", "Ben", "Carla", "Eve"]
         assert [_login(site, name, "Summer2024!")[0] for name in names] == [401] * 5
-        status, headers, body = _login(site, "Dan", PASSWORD)  # Dan has one failure, but this address has five
-        assert status == 429 and headers["Retry-After"] == "1" and "too many failed logins for this address" in body
-        assert len(checks) == 5
-        # a forwarded address the page does not trust never helps: every such login counts under one address
+        # from this machine (a TLS proxy in front forwarding no address looks the same) the address is not counted:
+        # five failures of anyone never lock the whole team out; each account's own count holds
+        assert _login(site, "Dan", PASSWORD)[0] == 303 and len(checks) == 6
+        # a forwarded address the page does not trust never helps: the account's count holds whatever it says
         spoofed = [_login(site, "Zoe", "Summer2024!", {"X-Forwarded-For": f"203.0.113.{n}"})[0] for n in range(7)]
         assert spoofed == [401] * 5 + [429] * 2
 
@@ -126,6 +126,8 @@ def test_one_address_guessing_across_accounts_is_slowed_down(page_for):
     with serve(proxied) as site:
         first = {"X-Forwarded-For": "198.51.100.7"}
         assert [_login(site, name, "Summer2024!", first)[0] for name in names] == [401] * 5
+        status, headers, body = _login(site, "Dan", PASSWORD, first)  # Dan has one failure, this address five
+        assert status == 429 and headers["Retry-After"] == "1" and "too many failed logins for this address" in body
         assert _login(site, "Ana Lima", PASSWORD, first)[0] == 429
         other = {"X-Forwarded-For": "203.0.113.200, 198.51.100.8"}  # what the client wrote first is not believed
         assert _login(site, "Ana Lima", PASSWORD, other)[0] == 303

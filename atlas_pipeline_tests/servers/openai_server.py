@@ -4,6 +4,7 @@
 ``{"status": 200, "content": "..."}`` a completion; ``{"status": 429|500|401|400, "message": "..."}`` an API error;
 ``{"delay": 3}`` waits first (timeouts); ``{"when": "part 2 of"}`` answers only a request that says so;
 ``{"drop": true}`` closes the connection without an answer; ``{"trickle": 2}`` sends the answer a byte every 2 s;
+``{"trickle_headers": 0.3}`` sends its headers a byte every 0.3 s, without end;
 ``{"endless": true}`` streams a body that never ends (chunked, 64 KiB at a time, until the client goes away);
 ``{"answer": {...}}`` answers like a model that knows the whole answer: only the fields the request's schema asks
 for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import email.parser
 import email.policy
+import itertools
 import json
 import re
 import threading
@@ -202,6 +204,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if step.get("endless"):
             return self._endless()
+        if step.get("trickle_headers"):
+            return self._trickle_headers(float(step["trickle_headers"]))
         status, payload = _completion(body, step)
         if step.get("trickle"):
             return self._trickle(json.dumps(payload).encode(), float(step["trickle"]))
@@ -214,12 +218,21 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
+        return self._drip((payload[index : index + 1] for index in range(len(payload))), every)
+
+    def _trickle_headers(self, every: float) -> int:
+        """A status line, then one header's value a byte at a time, never ending."""
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+        return self._drip(itertools.repeat(b"a"), every)
+
+    def _drip(self, pieces, every: float) -> int:
+        """Each piece sent on its own, ``every`` seconds apart; how many went out before the client left."""
         sent = 0
         try:
-            for index in range(len(payload)):
-                self.wfile.write(payload[index : index + 1])
+            for piece in pieces:
+                self.wfile.write(piece)
                 self.wfile.flush()
-                sent += 1
+                sent += len(piece)
                 time.sleep(every)
         except OSError:  # the client cut it off
             self.close_connection = True
