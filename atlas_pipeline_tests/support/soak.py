@@ -63,7 +63,10 @@ class SoakResult:
 
 
 def group_rss_mb(pgid: int) -> float:
-    """Resident memory of every process of a process group (the daemon, its code server, its runs), in MB."""
+    """Memory of every process of a process group (the daemon, its code server, its runs), in MB: each process's
+    proportional share (PSS: a library page three processes map counts a third in each — resident sizes added up
+    would count it three times, and a moment with several runs at once would pass a bound no real use does), its
+    resident size where the kernel has no ``smaps_rollup``."""
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -72,12 +75,21 @@ def group_rss_mb(pgid: int) -> float:
             stat = Path(f"/proc/{entry}/stat").read_text()
             if int(stat.rsplit(")", 1)[1].split()[2]) != pgid:
                 continue
-            for line in Path(f"/proc/{entry}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+            total += _kilobytes(entry)
         except (OSError, ValueError, IndexError):
             continue
     return total / 1024
+
+
+def _kilobytes(pid: str) -> int:
+    for source, label in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+        try:
+            for line in Path(f"/proc/{pid}/{source}").read_text().splitlines():
+                if line.startswith(label):
+                    return int(line.split()[1])
+        except OSError:
+            continue
+    return 0
 
 
 def distinct_copy(source: Path, number: int, folder: Path) -> Path:
