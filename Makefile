@@ -34,7 +34,7 @@ docs: setup ## Build the documentation site (docs/ → site/; strict: a broken l
 
 screenshots: setup test-deps ## Refresh the review-page screenshots (docs/images/) with the browser test.
 	ATLAS_TEST_SCREENSHOTS=docs/images $(BIN)/python -m pytest atlas_pipeline_tests/system/test_review_page.py \
-		atlas_pipeline_tests/integration/test_meta_analysis.py
+		atlas_pipeline_tests/system/test_team_review.py atlas_pipeline_tests/integration/test_meta_analysis.py
 
 eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (eval/reports/duplicates.md) on the corpus (about 3 minutes)
 	$(BIN)/python -m eval.fidelity

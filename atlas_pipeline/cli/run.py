@@ -33,6 +33,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER
     from atlas_pipeline.outputs.revman_files import REVMAN_STEMS
     from atlas_pipeline.outputs.study_report import STUDIES_STEM
+    from atlas_pipeline.review.accounts import logins_required
     from atlas_pipeline.review.decisions import decision_marks
     from atlas_pipeline.review.final_values import merged_marks
     from atlas_pipeline.review.workbook_import import import_inbox
@@ -141,7 +142,8 @@ def command_run(args: argparse.Namespace) -> int:
         if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
             inbox = Store(settings.review_inbox)
             policy = (atlas.derivations(), atlas.accepted_tiers(), settings.review_workbook_max_rows)
-            for report in import_inbox(inbox, store, template, settings.reviewer, *policy):
+            authors = logins_required(settings.review_users, settings.review_auth_header)
+            for report in import_inbox(inbox, store, template, settings.reviewer, *policy, authors_required=authors):
                 print(f"review inbox: {report.summary()}")
 
         def reviews_behind(keys: list[str]) -> list[str]:

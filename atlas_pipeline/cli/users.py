@@ -20,10 +20,56 @@ def _password(args: argparse.Namespace) -> str:
     return first
 
 
+def _assign(args: argparse.Namespace) -> int:
+    """Who extracts which document: one by hand (``KEY --to A --to B``; no --to: whoever starts first), or every
+    study not yet assigned or started shared out in turn (``--round-robin``, among --to or every extractor account)."""
+    import dagster as dg
+
+    from atlas_pipeline.cli.summary import document_states
+    from atlas_pipeline.deployment import Deployment
+    from atlas_pipeline.outputs.study_report import studies
+    from atlas_pipeline.review.extraction_team import assign, load_assignments, round_robin, teams
+    from atlas_pipeline.review.study_values import load_choices
+
+    settings = load_settings()
+    deployment = Deployment.from_settings(settings)
+    store = deployment.store()
+    accounts = load_accounts(settings.review_users)
+    names = args.to or [name for name, account in accounts.items() if account.role == "extractor"]
+    unknown = [name for name in args.to if name not in accounts] if accounts else []
+    if unknown:
+        raise AccountError(f"no account {', '.join(map(repr, unknown))} (accounts: {', '.join(accounts) or 'none'})")
+    if not args.round_robin:
+        if not args.name:
+            raise AccountError("`atlas users assign KEY --to NAME …` (or --round-robin)")
+        assign(store, {args.name: args.to}, by="atlas users")
+        print(f"{args.name}: " + (f"extracted by {' and '.join(args.to)}" if args.to else "whoever starts first"))
+        return 0
+    with dg.DagsterInstance.get() as instance:
+        states = document_states(instance, deployment)
+    taken = {key for key, t in teams(store, [s.key for s in states], settings.review_extractors).items() if t.started}
+    taken |= set(load_assignments(store))
+    groups = [
+        [report.key for report in study.reports]
+        for study in studies(states, deployment.load_template(), load_choices(store))
+        if not any(report.key in taken for report in study.reports)
+    ]
+    try:
+        shared = round_robin(groups, names, settings.review_extractors)
+    except ValueError as error:
+        raise AccountError(str(error)) from None
+    count = assign(store, shared, by="atlas users")
+    print(f"{count} document(s) of {len(groups)} study(ies) shared out among {', '.join(names)}")
+    return 0
+
+
 def command_users(args: argparse.Namespace) -> int:
-    """Manage the review page's accounts: list, add NAME --role R, role NAME R, passwd NAME, remove NAME."""
+    """Manage the review page's accounts: list, add NAME --role R, role NAME R, passwd NAME, remove NAME; and who
+    extracts what: assign KEY --to NAME --to NAME, assign --round-robin."""
     path = load_settings().review_users
     try:
+        if args.action == "assign":
+            return _assign(args)
         if args.action == "list":
             accounts = load_accounts(path)
             if not accounts:
@@ -57,10 +103,18 @@ def command_users(args: argparse.Namespace) -> int:
 
 def add_users_parser(commands) -> None:
     users = commands.add_parser("users", help=command_users.__doc__)
-    users.add_argument("action", choices=["list", "add", "role", "passwd", "remove"], nargs="?", default="list")
-    users.add_argument("name", nargs="?", default="", help="the person's name, as it appears in the audit log")
+    users.add_argument(
+        "action", choices=["list", "add", "role", "passwd", "remove", "assign"], nargs="?", default="list"
+    )
+    users.add_argument(
+        "name", nargs="?", default="", help="the person's name, as it appears in the audit log (`assign`: a document)"
+    )
     users.add_argument("value", nargs="?", default="", help="`role`: the new role")
     users.add_argument("--role", choices=ROLES, default="extractor", help="`add`: the role (default extractor)")
     users.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     users.add_argument("--proxy-only", action="store_true", help="`add`: no password (ATLAS_REVIEW_AUTH_HEADER)")
+    users.add_argument("--to", action="append", default=[], help="`assign`: an extractor (give it twice for two)")
+    users.add_argument(
+        "--round-robin", action="store_true", help="`assign`: share out every study not yet assigned or started"
+    )
     users.set_defaults(handler=command_users)

@@ -305,6 +305,19 @@ class AtlasSettings(BaseSettings):
         description="The longest wait after failed logins to the review page (seconds); a count is also forgotten "
         "once this long has passed after its wait without another failure.",
     )
+    review_extractors: int = Field(
+        2,
+        ge=1,
+        le=5,
+        description="How many people extract each document independently when reviewers log in: the ones assigned "
+        "(`atlas users assign`, the Team page) or else the first to start; each sees no one else's values until all "
+        "have marked their extraction complete, then the differences go to an adjudicator.",
+    )
+    review_hide_model_values: bool = Field(
+        False,
+        description="Whether extractors also work blind to the models' values (and quotes) until their extraction of "
+        "a document is compared (true: extraction by hand even where a model extracted).",
+    )
     review_inbox: str = Field(
         "", description="Folder or s3:// prefix where reviewed workbooks are dropped to be imported (empty: none)."
     )
@@ -527,6 +540,8 @@ SETTING_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "review_session_hours",
             "review_login_free_failures",
             "review_login_max_lockout_seconds",
+            "review_extractors",
+            "review_hide_model_values",
             "review_inbox",
             "review_workbook_max_rows",
             "review_accept_tiers",

@@ -142,6 +142,7 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
         "decision (from the review page or a workbook); task completion and the exports follow.",
     )
     def review_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
+        from atlas_pipeline.review.accounts import logins_required
         from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when it ticks
 
         store = atlas.deployment.store()
@@ -158,6 +159,7 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
                     derivations,
                     deployment.accepted_tiers(),
                     settings.review_workbook_max_rows,
+                    authors_required=logins_required(settings.review_users, settings.review_auth_header),
                 ):
                     context.log.info(f"review inbox: {report.summary()}")
             except Exception as error:  # an inbox that cannot be read never stops decisions from being merged

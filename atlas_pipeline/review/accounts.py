@@ -81,6 +81,16 @@ def load_accounts(path: str | Path) -> dict[str, Account]:
         ) from None
 
 
+def logins_required(path: str | Path, auth_header: str) -> bool:
+    """Whether people are known by their login: a trusted proxy names them, or the accounts file holds an account.
+    Then every decision has an author who logged in (a workbook dropped in the inbox has none). A damaged accounts
+    file counts as accounts: it never opens anything to anyone."""
+    try:
+        return bool(auth_header) or bool(load_accounts(path))
+    except AccountError:
+        return True
+
+
 def save_accounts(path: str | Path, accounts: dict[str, Account]) -> None:
     """Written whole to a temporary file then renamed (never half a file), readable by its owner only."""
     file = Path(path)

@@ -35,8 +35,11 @@ from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
 from atlas_pipeline.store.records import NOT_EXTRACTED, ExtractionRecord
 
 LOGGER = logging.getLogger(__name__)
-Action = Literal["approve", "correct", "reject", "withdraw"]  # withdraw: a reviewer's undo (``withdraw``)
+# withdraw: a reviewer's undo (``withdraw``); complete: an extractor marks their extraction of the document complete
+# (``review.extraction_team``), recorded on the whole document (``WHOLE_DOCUMENT``), never on a field
+Action = Literal["approve", "correct", "reject", "withdraw", "complete"]
 ACTIONS: tuple[str, ...] = ("approve", "correct", "reject")
+WHOLE_DOCUMENT = "*"  # the field a document-level entry of the log (a completion) is recorded on
 Role = Literal["reviewer", "adjudicator"]
 # why a value was rejected: the document does not report it, or it does and the value, the quote or the field is wrong
 REJECT_REASONS: tuple[str, ...] = ("not_reported", "wrong_value", "wrong_quote", "not_applicable")
@@ -75,6 +78,7 @@ class Decision(BaseModel):
     reason: str = ""  # a rejection's reason (``REJECT_REASONS``)
     withdraws: str = ""  # ``withdraw``: the id of the decision taken back (the log keeps both)
     quote_check: QuoteCheck | None = None  # a correction's quote graded like a model's (``review.person_quotes``)
+    extractors: list[str] = Field(default_factory=list)  # ``complete``: the document's extractors at that moment
 
     @field_validator("note", "reviewer")
     @classmethod
@@ -90,6 +94,11 @@ class Decision(BaseModel):
         if self.action == "correct":
             return f"correct → {value_text(self.value)}"
         return self.action
+
+    @property
+    def on_a_field(self) -> bool:
+        """Whether this is a decision on a value (not a document's completion, not an undo)."""
+        return self.action in ACTIONS
 
 
 def value_text(value: Any) -> str:
@@ -294,7 +303,8 @@ def decide(
             known = ", ".join(record.values()) or "none"
             raise DecisionRefused(f"{record.key} has no extracted field {field!r} (fields: {known})")
         # an entry the model missed, added by a person (``correct``), or such a value taken back (``reject``)
-        if action == "reject" and not any(d.field == field for d in load_decisions(store, record.key)):
+        unknown = not any(d.field == field for d in load_decisions(store, record.key))
+        if action == "reject" and role != "adjudicator" and unknown:  # an adjudicator may settle on "not reported"
             raise DecisionRefused(f"{field} was neither extracted nor added: nothing to reject")
         extracted = {}
     if shown is not None and (shown[0] != record.sha256 or shown[1] != record.extraction_version):

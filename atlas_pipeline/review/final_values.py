@@ -12,7 +12,10 @@ Provenance of a final value:
   change keeps applying, whatever else changed.
 
 Every decision stays in the audit log; the latest one wins. When reviewers' latest decisions on a field differ (a
-team that double-extracts), the field lists the disagreement.
+team that double-extracts), the field lists the disagreement, and the document is not approved until an adjudicator
+settles it. Once a document's extractors have all marked their extraction complete (``review.extraction_team``),
+every field and group entry is compared between them — a value one of them entered and the other did not is a
+difference too — and the same outcome added by both is one entry (``review.entry_alignment``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from atlas_pipeline.review.decisions import (
     same_value,
 )
 from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
+from atlas_pipeline.review.entry_alignment import align_entries
+from atlas_pipeline.review.extraction_team import comparison
 from atlas_pipeline.review.person_quotes import QuoteCheck
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -141,9 +146,13 @@ def review_field(
     decisions: list[Decision],
     accepted_tiers: frozenset[str],
     fields: dict[str, Any] | None = None,
+    compared: dict[str, list[str]] | None = None,
 ) -> FinalField:
     """One field's final value from the model's answer and the decisions on it (oldest first). ``fields``: all the
-    extracted fields, to tell whether an entry of a group is still the one a decision was made on."""
+    extracted fields, to tell whether an entry of a group is still the one a decision was made on. ``compared``: the
+    document's extractors once every one has completed (``extraction_team.comparison``; extractor → what they did
+    not see): an extractor who left the field undecided counts with what they left — the model's value, or no value
+    when they did not see the models — so a value only one of them entered is a difference too."""
     model_value = extracted.get("value")
     base = FinalField(
         field=name,
@@ -166,11 +175,16 @@ def review_field(
             latest_by_reviewer[decision.reviewer] = decision
     outcomes = {reviewer: decision.outcome() for reviewer, decision in latest_by_reviewer.items()}
     results = {reviewer: _result(decision, model_value) for reviewer, decision in latest_by_reviewer.items()}
+    for extractor, unseen in (compared or {}).items():
+        if extractor not in latest_by_reviewer:
+            left = None if "models" in unseen else model_value
+            outcomes[extractor] = "no value" if left is None else "left the model's value"
+            results[extractor] = left
     if len(outcomes) > 1:
         base.reviewer_outcomes, base.reviewer_values = outcomes, results
     adjudications = [decision for decision in current if decision.role == "adjudicator"]
     values = list(results.values())
-    differ = any(not same_value(values[0], value) for value in values[1:])  # approve 42 and correct → 42 agree
+    differ = any(not _agree(values[0], value) for value in values[1:])  # approve 42 and correct → 42 agree
     if differ and not adjudications:
         base.disagreement = outcomes  # open until an adjudicator settles it (the consensus step)
     if current:
@@ -195,6 +209,13 @@ def review_field(
     if not _needs_person(extracted, accepted_tiers):
         base.provenance, base.final_value = "model_verified", model_value
     return base
+
+
+def _agree(first: Any, second: Any) -> bool:
+    """Two reviewers' values agree: the same value, or the same words but for case and spacing ("Water", "water")."""
+    if isinstance(first, str) and isinstance(second, str):
+        return " ".join(first.split()).casefold() == " ".join(second.split()).casefold()
+    return same_value(first, second)
 
 
 def _result(decision: Decision, model_value: Any) -> Any:
@@ -224,13 +245,13 @@ def review_document(
     if record is None:
         return None
     log, decisions = decisions, counting(decisions)
+    compared = comparison(decisions)  # both extractions complete: their differences wait for the adjudicator
     extracted = record.values()  # skip mode: every field empty, for a person to extract by hand
     reviewable = bool(extracted) and record.status.value not in ("failed", "skipped")
-    by_field: dict[str, list[Decision]] = {}
-    for decision in decisions:
-        by_field.setdefault(decision.field, []).append(decision)
+    by_field = decisions_by_field(record, decisions, derivations)
+    decisions = [decision for field in by_field.values() for decision in field]
     fields = {
-        name: review_field(name, field, by_field.get(name, []), accepted_tiers, extracted)
+        name: review_field(name, field, by_field.get(name, []), accepted_tiers, extracted, compared)
         for name, field in extracted.items()
     }
     for name, added in by_field.items():  # entries of a group the model missed, added by a person
@@ -251,20 +272,10 @@ def review_document(
                 decisions=len(added),
             )
             continue
-        fields[name] = FinalField(
-            field=name,
-            module=entry_field_parts(name)[0],
-            provenance="reviewer_added" if latest.action == "correct" else "rejected",
-            final_value=latest.value if latest.action == "correct" else None,
-            reviewer=latest.reviewer,
-            decided_at=latest.decided_at,
-            decision=latest.action,
-            decision_id=latest.id,
-            note=latest.note,
-            corrected_quote=latest.quote,
-            quote_check=latest.quote_check if latest.action == "correct" else None,
-            decisions=len(added),
-        )
+        final = review_field(name, {"module": entry_field_parts(name)[0]}, added, accepted_tiers, extracted, compared)
+        if final.provenance == "reviewer_corrected":
+            final.provenance = "reviewer_added"
+        fields[name] = final
     if derivations is not None:
         _propose_derived(fields, extracted, by_field, accepted_tiers, derivations)
     counts = Counter(field.provenance for field in fields.values())
@@ -272,7 +283,8 @@ def review_document(
         key=record.key,
         sha256=record.sha256,
         extraction_version=record.extraction_version,
-        approved=reviewable and all(field.decided for field in fields.values()),
+        approved=reviewable
+        and all(field.decided and not field.disagreement for field in fields.values()),  # settled, not the latest
         reviewable=reviewable,
         fields=fields,
         counts={name: counts.get(name, 0) for name in PROVENANCES},
@@ -284,6 +296,20 @@ def review_document(
         derivation_rules=derivations.fingerprint if derivations is not None else "",
         reviewed_at=now_iso(),
     )
+
+
+def decisions_by_field(
+    record: ExtractionRecord, decisions: list[Decision], derivations: Derivations | None = None
+) -> dict[str, list[Decision]]:
+    """The decisions on values that count (oldest first) by the field they decide — a person-added entry's on the
+    entry it lines up with (``review.entry_alignment``, when ``derivations`` gives the template)."""
+    decided = [decision for decision in counting(decisions) if decision.on_a_field]
+    if derivations is not None:  # one outcome added by two people is one entry
+        decided = align_entries(decided, record.values(), derivations.template.groups)
+    by_field: dict[str, list[Decision]] = {}
+    for decision in decided:
+        by_field.setdefault(decision.field, []).append(decision)
+    return by_field
 
 
 def _propose_derived(

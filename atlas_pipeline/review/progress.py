@@ -36,8 +36,8 @@ def reviewer_progress(store: Store, keys: Iterable[str]) -> list[ReviewerProgres
             if decision.action == "withdraw":
                 person.undone += 1
                 continue
-            if decision.id not in counting:
-                continue
+            if decision.id not in counting or not decision.on_a_field:
+                continue  # undone, or a document's completion (``review.extraction_team``)
             person.decisions += 1
             person.by_action[decision.action] = person.by_action.get(decision.action, 0) + 1
             documents.add(key)

@@ -14,6 +14,7 @@ import io
 import posixpath
 import re
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -23,7 +24,7 @@ from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
-from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, stable_id
+from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, reviewer_name, stable_id
 from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
@@ -61,6 +62,7 @@ class ImportReport(BaseModel):
     )  # applied / refused / already_applied: every row, listed or not
     rows_without_decision: int = 0
     error: str = ""  # the whole workbook could not be read
+    author: str = ""  # the logged-in person who uploaded it on the review page ("": from the inbox, no login)
 
     def count(self, kind: str) -> int:
         return max(self.counts.get(kind, 0), len(getattr(self, kind)))
@@ -74,9 +76,11 @@ class ImportReport(BaseModel):
 
     def summary(self) -> str:
         if self.error:
-            return f"{self.workbook}: not imported: {self.error}"
+            return f"{self.workbook}: not imported: {self.error.removeprefix('not imported: ')}"
+        uploaded = f" (uploaded by {self.author})" if self.author else ""
         return (
-            f"{self.workbook}: {self.count('applied')} decision(s) applied, {self.count('refused')} row(s) refused, "
+            f"{self.workbook}{uploaded}: {self.count('applied')} decision(s) applied, {self.count('refused')} row(s) "
+            "refused, "
             f"{self.count('already_applied')} already applied before, {self.rows_without_decision} row(s) without a "
             "decision"
         )
@@ -191,11 +195,16 @@ def import_workbook(
     derivations: Derivations | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
     max_rows: int = MAX_ROWS,
+    author: str = "",
+    may_decide: Callable[[str], str | None] | None = None,
 ) -> ImportReport:
     """Apply the decisions of one reviewed workbook and keep its report in the artifact store. ``derivations`` and
     ``accepted_tiers``: what the review derives (a row of a derived value is decided on the value derived);
-    ``max_rows``: the most rows a workbook may hold (``check_workbook``)."""
-    report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso())
+    ``max_rows``: the most rows a workbook may hold (``check_workbook``). ``author``: the logged-in person who
+    uploaded it — every row is recorded as theirs, and a row whose ``reviewer`` column names someone else is
+    refused (the column is checked, never trusted); ``may_decide``: why the author may not decide on a document
+    now (``extraction_team.Team.refusal``), or None."""
+    report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso(), author=author)
     try:
         rows = read_rows(data, max_rows)
     except ValueError as error:
@@ -233,12 +242,21 @@ def import_workbook(
             record = records[outcome.document]
             if record is None:
                 raise DecisionRefused(f"unknown document {outcome.document!r}")
+            named = _text(row.get("reviewer"))
+            if author and named and _same_person(named) != author:
+                raise DecisionRefused(
+                    f"the row names {named[:80]!r}, but {author} uploaded this workbook: a workbook records only its "
+                    "uploader's decisions (each person uploads their own)"
+                )
+            refusal = may_decide(record.key) if may_decide is not None else None
+            if refusal:
+                raise DecisionRefused(refusal)
             recorded = decide(
                 store,
                 record,
                 outcome.field,
                 decision,
-                reviewer=_text(row.get("reviewer")) or default_reviewer,
+                reviewer=author or named or default_reviewer,
                 shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
                 shown_value=_text(row.get("model_value")) if "model_value" in row else None,
                 template_field=template.field_definition(outcome.field),
@@ -264,6 +282,14 @@ def import_workbook(
         report.add("already_applied" if recorded is None else "applied", outcome)
     _keep(store, report)
     return report
+
+
+def _same_person(name: str) -> str:
+    """A name as the audit log records it (``reviewer_name``), or the name as given when it cannot be recorded."""
+    try:
+        return reviewer_name(" ".join(name.split()))
+    except ValueError:
+        return name
 
 
 def _keep(store: Store, report: ImportReport) -> None:
@@ -292,10 +318,13 @@ def import_inbox(
     derivations: Derivations | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
     max_rows: int = MAX_ROWS,
+    authors_required: bool = False,
 ) -> list[ImportReport]:
     """Import every workbook in the inbox not imported before (by content): dropping the same file twice, or
     leaving it there, applies it once. Every other file (but hidden ones and Excel's ``~$`` lock files) gets a report
-    saying why it was not read — once, by its name and size, never read — as does a file too large for a workbook."""
+    saying why it was not read — once, by its name and size, never read — as does a file too large for a workbook.
+    ``authors_required`` (reviewers log in): a file in the inbox has no author anyone verified, so none is applied —
+    each gets a report saying to upload it on the review page, where it is recorded as the uploader's."""
     done = imported_already(store)
     reports = []
     for path in inbox.files():
@@ -306,6 +335,8 @@ def import_inbox(
         not_read = _not_a_workbook(base)
         if size > MAX_WORKBOOK_BYTES:
             not_read = f"too large for a workbook: {size / 1e6:.0f} MB (limit {MAX_WORKBOOK_BYTES / 1e6:.0f} MB)"
+        if authors_required and not not_read:
+            not_read = NO_AUTHOR
         if not_read:  # known by its name and size, never read: reported once
             marker = sha256_of(f"{path}\0{size}".encode())
             if marker[:16] not in done:
@@ -322,6 +353,10 @@ def import_inbox(
     return reports
 
 
+NO_AUTHOR = (
+    "not imported: reviewers log in, and a workbook dropped in the inbox has no verified author — upload it on the "
+    "review page (Workbook imports), where its decisions are recorded as the uploader's"
+)
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")  # the Office Open XML workbooks (.xlsm: the same with macros, never run)
 
 

@@ -28,7 +28,8 @@ def _evidence(effect: Effect) -> str:
 def analysis(request: Request, templates: Jinja2Templates) -> Response:
     page: ReviewPage = request.app.state.page
     template = page.template()
-    entries, excluded = study_entries(studies(page.states(), template, load_choices(page.store)), template)
+    states = page.visible_states(request)  # where the person extracts blind: their own values only
+    entries, excluded = study_entries(studies(states, template, load_choices(page.store)), template)
     plots, problems = [], []
     for plot in forest_plots(escalc_rows(entries)):
         try:

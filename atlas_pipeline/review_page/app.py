@@ -41,6 +41,7 @@ from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.parsing.citation import short_authors
 from atlas_pipeline.review.accounts import AccountError, authenticate
 from atlas_pipeline.review.decisions import (
+    WHOLE_DOCUMENT,
     DecisionRefused,
     coerce_value,
     decide,
@@ -52,16 +53,17 @@ from atlas_pipeline.review.decisions import (
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import entry_refusal, grid_edits
 from atlas_pipeline.review.evidence import find_in_document, page_words, render_page
-from atlas_pipeline.review.final_values import review_document
+from atlas_pipeline.review.extraction_team import comparison
+from atlas_pipeline.review.final_values import decisions_by_field, review_document
 from atlas_pipeline.review.person_quotes import document_scope
-from atlas_pipeline.review.progress import ReviewerProgress, reviewer_progress
-from atlas_pipeline.review.workbook_import import import_reports
 from atlas_pipeline.review_page.analysis_page import analysis
 from atlas_pipeline.review_page.document_view import consensus_candidates, document_context
+from atlas_pipeline.review_page.imports_page import imports, upload_workbook
 from atlas_pipeline.review_page.login_guard import account_key, address_key
 from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
 from atlas_pipeline.review_page.sessions import OPEN_PATHS, SESSION_COOKIE
 from atlas_pipeline.review_page.study_pages import choose_value, link_report, study_detail, study_list
+from atlas_pipeline.review_page.team_pages import assignments, extraction_state, next_document, team
 from atlas_pipeline.search.entries import MAX_QUERY_CHARS, QueryTooLongError
 from atlas_pipeline.store.layout import record_path
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
@@ -101,7 +103,7 @@ def _priority(row: dict[str, Any]) -> tuple:
 
 def documents(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
-    rows = sorted((_state_row(state) for state in page.states()), key=_priority)
+    rows = sorted(_state_rows(page, request), key=_priority)
     status, needs = request.query_params.get("status", ""), request.query_params.get("needs") == "review"
     statuses = sorted({row["status"] for row in rows})
     shown = [r for r in rows if (not status or r["status"] == status) and (not needs or (r["to_review"] or 0) > 0)]
@@ -123,7 +125,18 @@ def documents(request: Request) -> Response:
 def documents_api(request: Request) -> Response:
     """Statuses for the list's live refresh (pending → extracting → done / failed with the reason)."""
     page: ReviewPage = request.app.state.page
-    return JSONResponse([_state_row(state) for state in page.states()])
+    return JSONResponse(_state_rows(page, request))
+
+
+def _state_rows(page: ReviewPage, request: Request) -> list[dict[str, Any]]:
+    """The list's rows; where the person is extracting blind, nothing that tells how others' values compare."""
+    states = page.states()
+    hidden = page.hidden_documents(request, [state.key for state in states])
+    rows = [_state_row(state) for state in states]
+    for row in rows:
+        if row["key"] in hidden:
+            row["disagreements"] = 0
+    return rows
 
 
 def _key(request: Request) -> str:
@@ -220,9 +233,40 @@ class _FieldPost:
     reviewer: str
 
     @property
+    def blind_mode(self) -> str:
+        return str(self.form.get("blind") or "")
+
+    @property
     def blind(self) -> str:
         """The independent pass to stay in, as a query parameter."""
         return f"&blind={self.form.get('blind')}" if self.form.get("blind") in BLINDNESS else ""
+
+
+def _who_may_decide(page: ReviewPage, request: Request, key: str, role: str = "reviewer") -> tuple[str, ...]:
+    """With logins: what the person did not see of ``key`` (recorded with their decision), or ``DecisionRefused``
+    when they may not decide on it now — not one of its extractors once it has them, an extraction they marked
+    complete, a document they extract themselves to settle."""
+    user = page.user(request)
+    if user is None:
+        return ()
+    team = page.team(key)
+    if role == "adjudicator":
+        if user.name in team.extractors and not team.open:
+            raise DecisionRefused(
+                f"you extract {key} yourself: its differences are settled once every extraction is complete"
+            )
+        return ()
+    refusal = team.refusal(user.name)
+    if refusal:
+        raise DecisionRefused(refusal)
+    return page.blind_to(request, team)
+
+
+def refused_page(request: Request, why: str, what: str, status: int = 403) -> Response:
+    """A refusal a person reads: what was refused, why, and what to do instead."""
+    page: ReviewPage = request.app.state.page
+    context = {"why": why, "what": what, "reviewer": page.reviewer(request)}
+    return TEMPLATES.TemplateResponse(request, "refused.html", context, status_code=status)
 
 
 async def _field_post(request: Request, what: str) -> _FieldPost | Response:
@@ -250,14 +294,17 @@ async def decision(request: Request) -> Response:
         return post
     page, key, field, form, reviewer = post.page, post.key, post.field, post.form, post.reviewer
     user = page.user(request)
-    if form.get("role") == "adjudicator" and user is not None and not user.may_settle():
-        return PlainTextResponse(
-            f"refused: {user.name} is an {user.role}; settling reviewers' disagreements takes an adjudicator",
-            status_code=403,
+    role = "adjudicator" if form.get("role") == "adjudicator" else "reviewer"
+    if role == "adjudicator" and user is not None and not user.may_settle():
+        return refused_page(
+            request,
+            f"{user.name} is an {user.role}: settling reviewers' differences takes an adjudicator",
+            "Ask an adjudicator of your team to settle it (the Disagreements page lists what waits for one).",
         )
     template = page.template()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
     try:
+        blind_to = _who_may_decide(page, request, key, role) if page.logins() else BLINDNESS.get(post.blind_mode, ())
         if form.get("action") == "correct" and str(form.get("value") or "").strip():
             value = coerce_value(form.get("value"), template.field_definition(field))
             review = review_document(
@@ -280,8 +327,8 @@ async def decision(request: Request) -> Response:
             quote=str(form.get("quote") or ""),
             note=str(form.get("note") or ""),
             source="page",
-            role="adjudicator" if form.get("role") == "adjudicator" else "reviewer",
-            blind_to=BLINDNESS.get(str(form.get("blind") or ""), ()),
+            role=role,
+            blind_to=blind_to,  # with logins, what the server hid from them; else what the reviewer chose
             reason=str(form.get("reason") or ""),
             scope=document_scope(page.store, key) if form.get("quote") else None,
             selected_on=_page_number(form.get("quote_page")),
@@ -324,6 +371,10 @@ async def undo(request: Request) -> Response:
         record = read_record(page.store, key, "extraction", ExtractionRecord)
         if record is None:
             raise DecisionRefused("this document has no extraction to review yet")
+        if field == WHOLE_DOCUMENT:
+            raise DecisionRefused("a completed extraction is reopened with its own button, not undone")
+        if page.logins():
+            _who_may_decide(page, request, key)
         withdrawn = withdraw(page.store, record, field, reviewer=reviewer)
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -357,7 +408,9 @@ def _check_entry(group, given: dict[str, str]) -> list:
     return values
 
 
-def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form) -> int:
+def _add_entry(
+    page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form, blind_to=()
+) -> int:
     """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
     value is checked before any is recorded. Returns the entry's number."""
     values = _check_entry(group, given)
@@ -378,6 +431,7 @@ def _add_entry(page: ReviewPage, key: str, record, group, given: dict[str, str],
             template_field=field,
             value=value,
             note=str(form.get("note") or ""),
+            blind_to=blind_to,
         )
     return number
 
@@ -392,6 +446,10 @@ class _GroupPost:
     form: Any
     record: ExtractionRecord | None
     reviewer: str
+
+    @property
+    def blind_mode(self) -> str:
+        return str(self.form.get("blind") or "")
 
 
 async def _group_post(request: Request) -> _GroupPost | Response:
@@ -420,7 +478,8 @@ async def add_entry(request: Request) -> Response:
     page, key, group, form, record, reviewer = post.page, post.key, post.group, post.form, post.record, post.reviewer
     given = {field.name: str(form.get(field.name) or "").strip() for field in group.fields}
     try:
-        number = _add_entry(page, key, record, group, given, reviewer, form)
+        blind_to = _who_may_decide(page, request, key) if page.logins() else BLINDNESS.get(post.blind_mode, ())
+        number = _add_entry(page, key, record, group, given, reviewer, form, blind_to)
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
@@ -438,6 +497,7 @@ async def save_grid(request: Request) -> Response:
     definitions = {field.name: field for field in group.fields}
     shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))
     try:
+        blind_to = _who_may_decide(page, request, key) if page.logins() else BLINDNESS.get(post.blind_mode, ())
         review = review_document(
             record, load_decisions(page.store, key), page.deployment.accepted_tiers(), page.deployment.derivations()
         )
@@ -468,8 +528,9 @@ async def save_grid(request: Request) -> Response:
                 value=edit.value or None,
                 reason="" if edit.value else "not_reported",
                 note="edited in the grid" if edit.value else "emptied in the grid",
+                blind_to=blind_to,
             )
-        number = _add_entry(page, key, record, group, new_row, reviewer, form) if new_row else None
+        number = _add_entry(page, key, record, group, new_row, reviewer, form, blind_to) if new_row else None
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
@@ -495,6 +556,7 @@ async def reject_entry(request: Request) -> Response:
     reviewer = page.reviewer(request, form)
     template = page.template()
     try:
+        blind_to = _who_may_decide(page, request, key) if page.logins() else BLINDNESS.get(str(form.get("blind")), ())
         if not names:
             raise DecisionRefused(f"{key} has no entry {number} of {group}")
         for name in names:
@@ -510,6 +572,7 @@ async def reject_entry(request: Request) -> Response:
                 template_field=template.field_definition(name),
                 identity=template.identity_for(name),
                 note=str(form.get("note") or "") or "the whole entry rejected",
+                blind_to=blind_to,
             )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -540,7 +603,11 @@ async def upload(request: Request) -> Response:
         return PlainTextResponse("refused: an upload must come from the review page itself", status_code=403)
     user = page.user(request)
     if user is not None and user.role != "admin":
-        return PlainTextResponse(f"refused: {user.name} is an {user.role}; uploads take an admin", status_code=403)
+        return refused_page(
+            request,
+            f"{user.name} is an {user.role}: adding documents to the knowledge base takes an admin",
+            "Ask an admin of your team to upload it, or to drop it into the knowledge base folder.",
+        )
     knowledge_base = page.deployment.open_knowledge_base()
     limit = knowledge_base.max_bytes
     declared = request.headers.get("content-length", "")
@@ -564,35 +631,18 @@ async def upload(request: Request) -> Response:
     return RedirectResponse("/?" + urlencode({"message": message.strip() or "no file chosen"}), status_code=303)
 
 
-IMPORTS_PER_PAGE = 10
-
-
-def imports(request: Request) -> Response:
-    """The workbook imports, newest first, ten a page (each report lists its first rows and counts the rest)."""
-    page: ReviewPage = request.app.state.page
-    raw = request.query_params.get("page", "1")
-    number = max(1, int(raw)) if raw.isascii() and raw.isdecimal() and 0 < len(raw) < 7 else 1
-    reports, total = import_reports(page.store, (number - 1) * IMPORTS_PER_PAGE, IMPORTS_PER_PAGE)
-    return TEMPLATES.TemplateResponse(
-        request,
-        "imports.html",
-        {
-            "reports": reports,
-            "page_number": number,
-            "pages": max(1, -(-total // IMPORTS_PER_PAGE)),
-            "total": total,
-            "inbox": bool(page.settings.review_inbox),  # whether there is one; no location shown
-            "reviewer": page.reviewer(request),
-        },
-    )
-
-
 def disagreements(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     rows, differences = [], []
     states = page.states()
+    hidden = page.hidden_documents(request, [state.key for state in states])  # an extractor's own still in progress
+    teams = page.teams([state.key for state in states if state.key not in hidden]) if page.logins() else {}
+    states = [state for state in states if state.key not in hidden]
     marks = decision_marks(page.store)
     for state in states:
+        team = teams.get(state.key)
+        if team is not None and team.started and not team.open:
+            continue  # extractions in progress: compared once every extractor has completed
         review = state.current_review
         if (
             state.key in marks
@@ -606,25 +656,52 @@ def disagreements(request: Request) -> Response:
                 state.extraction, decisions, page.deployment.accepted_tiers(), page.deployment.derivations()
             )
         disputed = [(name, final) for name, final in (review.fields.items() if review else []) if final.disagreement]
-        decisions = load_decisions(page.store, state.key) if disputed else []
+        log = load_decisions(page.store, state.key) if disputed and state.extraction is not None else []
+        by_field = decisions_by_field(state.extraction, log, page.deployment.derivations()) if log else {}
+        extractors = comparison(log) or {}
         for name, final in disputed:
             extracted = state.extraction.fields.get(name) if state.extraction is not None else None
-            candidates = consensus_candidates(extracted or {}, [d for d in decisions if d.field == name])
-            rows.append({"key": state.key, "field": name, "final": final, "candidates": candidates})
+            candidates = consensus_candidates(extracted or {}, by_field.get(name, []), extractors)
+            rows.append(
+                {
+                    "key": state.key,
+                    "field": name,
+                    "final": final,
+                    "candidates": candidates,
+                    "entry": _entry_label(review, name),
+                }
+            )
         extracted = state.extraction.fields if state.extraction is not None and not state.stale else {}
         for name, field in extracted.items():
             final = review.fields.get(name) if review else None
             differs = isinstance(field, dict) and field.get("agreement") in ("disagreed", "only_one")
             if differs and (final is None or not final.decided):
                 differences.append({"key": state.key, "field": name, "extracted": field})
+    user = page.user(request)
     context = {
         "rows": rows,
+        "hidden": len(hidden),
+        "may_settle": user is None or user.may_settle(),
         "records": {state.key: state.extraction for state in states if state.extraction is not None},
         "differences": differences,
         "agreement": agreement_rows(states, page.template()),
         "reviewer": page.reviewer(request),
     }
     return TEMPLATES.TemplateResponse(request, "disagreements.html", context)
+
+
+def _entry_label(review, name: str) -> str:
+    """A group entry's identity as the adjudicator reads it ("Duration of diarrhea · after randomization"), else ""."""
+    group, number, _ = entry_field_parts(name)
+    if group is None or review is None:
+        return ""
+    prefix = f"{group}[{number}]."
+    values = [
+        value_text(final.final_value if final.decided else final.model_value)
+        for field, final in review.fields.items()
+        if field.startswith(prefix) and field[len(prefix) :] in ("outcome", "time_point", "intervention", "comparator")
+    ]
+    return " · ".join(value for value in values if value != "—")
 
 
 def search(request: Request) -> Response:
@@ -643,6 +720,9 @@ def search(request: Request) -> Response:
         except Exception as problem:  # said on the page in a few words (never SQL, never a stack trace), logged whole
             LOG.exception("search failed")
             error = f"search unavailable ({type(problem).__name__}); the review page's log has the details"
+    hidden = page.hidden_documents(request, sorted({hit.key for hit in hits if hit.part == "field"}))
+    withheld = [hit for hit in hits if hit.part == "field" and hit.key in hidden]  # values of a blind extraction
+    hits = [hit for hit in hits if hit not in withheld]
     return TEMPLATES.TemplateResponse(
         request,
         "search.html",
@@ -650,6 +730,7 @@ def search(request: Request) -> Response:
             "search_query": query[:MAX_QUERY_CHARS],  # a query past the limit is not echoed whole
             "filters": filters,
             "hits": hits,
+            "withheld": len(withheld),
             "total": total,
             "error": error,
             "reviewer": page.reviewer(request),
@@ -725,20 +806,41 @@ async def logout(request: Request) -> Response:
     return response
 
 
-def team(request: Request) -> Response:
-    """Progress per reviewer: decisions, documents and fields, and what is left for the team."""
+async def team_page(request: Request) -> Response:
+    return await run_in_threadpool(team, request, TEMPLATES)
+
+
+async def team_assignments(request: Request) -> Response:
+    if not _same_origin(request):
+        return PlainTextResponse("refused: an assignment must come from the review page itself", status_code=403)
+    return await assignments(request, refused_page)
+
+
+def _document_refused(request: Request, key: str, error: str) -> Response:
     page: ReviewPage = request.app.state.page
-    states = page.states()
-    people = reviewer_progress(page.store, [state.key for state in states])
-    accounts = page.sessions.accounts()
-    for person in people:
-        person.role = accounts[person.name].role if person.name in accounts else ""
-    for name, account in accounts.items():
-        if all(person.name != name for person in people):
-            people.append(ReviewerProgress(name=name, role=account.role))
-    left = sum(state.current_review.to_review for state in states if state.current_review)
-    context = {"people": people, "left": left, "reviewer": page.reviewer(request), "user": page.user(request)}
-    return TEMPLATES.TemplateResponse(request, "team.html", context)
+    return TEMPLATES.TemplateResponse(
+        request, "document.html", document_context(page, request, key, error=error), status_code=409
+    )
+
+
+async def document_extraction(request: Request) -> Response:
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a completion must come from the review page itself", status_code=403)
+    try:
+        _key(request)
+    except _NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+    return await extraction_state(request, refused_page, _document_refused)
+
+
+async def _imports_upload(request: Request) -> Response:
+    if not _same_origin(request):
+        return PlainTextResponse("refused: a workbook must come from the review page itself", status_code=403)
+    return await upload_workbook(request, refused_page)
+
+
+async def _next_document(request: Request) -> Response:
+    return await run_in_threadpool(next_document, request)
 
 
 async def analysis_view(request: Request) -> Response:
@@ -753,16 +855,31 @@ async def study_page(request: Request) -> Response:
     return await run_in_threadpool(study_detail, request, TEMPLATES)
 
 
+def _not_adjudicator(request: Request, what: str) -> Response | None:
+    """With logins, a study's choices and links are an adjudicator's: the refusal page for anyone else."""
+    page: ReviewPage = request.app.state.page
+    user = page.user(request)
+    if user is None or user.may_settle():
+        return None
+    return refused_page(
+        request,
+        f"{user.name} is an {user.role}: {what} takes an adjudicator",
+        "Note what you found on the document's page (a decision's note) and ask an adjudicator to settle the study.",
+    )
+
+
 async def study_choice(request: Request) -> Response:
     if not _same_origin(request):
         return PlainTextResponse("refused: a choice must come from the review page itself", status_code=403)
-    return await choose_value(request, TEMPLATES)
+    return _not_adjudicator(request, "choosing which report's value a study takes") or await choose_value(
+        request, TEMPLATES
+    )
 
 
 async def study_link(request: Request) -> Response:
     if not _same_origin(request):
         return PlainTextResponse("refused: a link must come from the review page itself", status_code=403)
-    return await link_report(request)
+    return _not_adjudicator(request, "linking reports into studies") or await link_report(request)
 
 
 async def _who_is_there(request: Request, call_next) -> Response:
@@ -835,7 +952,9 @@ def create_app(
         routes=[
             Route("/login", login, methods=["GET", "POST"]),
             Route("/logout", logout, methods=["POST"]),
-            Route("/team", team),
+            Route("/team", team_page),
+            Route("/team/assignments", _off_the_loop(team_assignments), methods=["POST"]),
+            Route("/next", _next_document),
             Route("/analysis", analysis_view),
             Route("/studies", studies_page),
             Route("/studies/links", _off_the_loop(study_link), methods=["POST"]),
@@ -846,12 +965,14 @@ def create_app(
             Route("/upload", upload, methods=["POST"]),
             Route("/reviewer", _off_the_loop(set_reviewer), methods=["POST"]),
             Route("/imports", imports),
+            Route("/imports", _imports_upload, methods=["POST"]),
             Route("/disagreements", disagreements),
             Route("/search", search),
             Route("/documents/{key}", document),
             Route("/documents/{key}/pages/{number:int}.png", page_image),
             Route("/documents/{key}/pages/{number:int}/words", page_words_api),
             Route("/documents/{key}/find", find_api),
+            Route("/documents/{key}/extraction", _off_the_loop(document_extraction), methods=["POST"]),
             Route("/documents/{key}/fields/{field}", _off_the_loop(decision), methods=["POST"]),
             Route("/documents/{key}/fields/{field}/undo", _off_the_loop(undo), methods=["POST"]),
             Route("/documents/{key}/groups/{group}/entries", _off_the_loop(add_entry), methods=["POST"]),
@@ -864,5 +985,6 @@ def create_app(
         ],
     )
     app.state.page = ReviewPage(settings, instance or default_instance)
+    app.state.templates = TEMPLATES
     app.state.loopback = host in LOOPBACK_ADDRESSES
     return app

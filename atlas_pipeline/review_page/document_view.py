@@ -3,6 +3,7 @@ marked in its text, or its rectangles on the PDF page)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,7 +17,7 @@ from atlas_pipeline.review.decisions import (
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import entry_grid
 from atlas_pipeline.review.evidence import locate_quote, text_evidence
-from atlas_pipeline.review.final_values import DocumentReview, FinalField, review_document
+from atlas_pipeline.review.final_values import DocumentReview, FinalField, decisions_by_field, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
@@ -50,11 +51,16 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
     me = page.reviewer(request)
     blind = request.query_params.get("blind", "")
     blind = blind if blind in ("1", "models") else ""  # other reviewers hidden; "models": the models' values too
-    seen = [d for d in decisions if d.reviewer == me] if blind else decisions
+    team = page.team(key) if page.logins() else None
+    forced = page.blind_to(request, team) if team is not None else ()
+    if forced:  # the server's, not the page's: an extractor cannot leave it before the comparison opens
+        blind = "models" if "models" in forced or blind == "models" else "1"
+    seen = [d for d in decisions if d.reviewer == me and d.on_a_field] if blind else decisions
     review: DocumentReview | None = review_document(
         record, seen, page.deployment.accepted_tiers(), page.deployment.derivations()
     )
     template = page.template()
+    by_field = decisions_by_field(record, seen, page.deployment.derivations()) if record is not None else {}
     modules: dict[str, dict[str, Any]] = {}
     modules_of = {field.name: module.name for module in template.modules for field in module.fields}
     order = [field.name for field in template.fields]
@@ -64,7 +70,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         final = review.fields[name] if review else None
         if final is None or record is None:
             continue
-        view = _field_view(final, record.fields.get(name) or {}, [d for d in seen if d.field == name])
+        view = _field_view(final, record.fields.get(name) or {}, by_field.get(name, []))
         view["definition"] = template.field_definition(name)
         views.append(view)
         if entry_field_parts(name)[1] is None:  # a repeating group's entries are shown in its grid
@@ -86,17 +92,29 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "grids": grids,
         "by_hand": record is not None and record.mode == "skip",
         "selected": selected,
-        "evidence": _evidence(page, key, record, selected) if selected else None,
+        "evidence": _evidence(page, key, record, selected, _page_asked(request)) if selected else None,
         "next_field": next_field,
         "reviewer": me,
         "blind": blind,
+        "forced_blind": bool(forced),
+        "team": team,
+        "my_state": team.state_of(me) if team is not None else "",
+        "user": page.user(request),
         "error": error,
         "message": request.query_params.get("message", ""),
         "query": lambda **changes: "?" + urlencode({k: v for k, v in {"blind": blind, **changes}.items() if v}),
     }
 
 
-def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view: dict[str, Any]) -> dict[str, Any]:
+def _page_asked(request: Request) -> int | None:
+    """The page the viewer is asked to open on (``?page=N``: a candidate's quote on the Disagreements page)."""
+    raw = request.query_params.get("page", "")
+    return int(raw) if raw.isascii() and raw.isdecimal() and 0 < int(raw) < 100_000 else None
+
+
+def _evidence(
+    page: ReviewPage, key: str, record: ExtractionRecord | None, view: dict[str, Any], at: int | None = None
+) -> dict[str, Any]:
     store = page.store
     snapshot = read_record(store, key, "snapshot", SnapshotRecord)
     parse = read_record(store, key, "parse", ParseRecord)
@@ -118,6 +136,8 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
             for other in inputs[1:]:
                 also = locate_quote(pdf, other, located.page, pieces=False)
                 rects += also.rects if also.page == located.page and also.match == "whole" else []
+        if at is not None and at != located.page and at <= located.pages:  # asked for another page: open there
+            return {"kind": "pdf", "page": at, "pages": located.pages, "rects": [], "match": "asked"}
         return {"kind": "pdf", "page": located.page, "pages": located.pages, "rects": rects, "match": located.match}
     text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
     return {
@@ -127,23 +147,41 @@ def _evidence(page: ReviewPage, key: str, record: ExtractionRecord | None, view:
     }
 
 
-def consensus_candidates(extracted: dict[str, Any], decisions: list[Decision]) -> list[dict[str, Any]]:
-    """Every candidate value of one disputed field, side by side for an adjudicator: model A's, model B's (two
-    extractors), and each reviewer's latest — with the decision that would settle on it and who saw what."""
-    candidates = [
-        {
-            "who": "model A",
-            "value": extracted.get("value"),
-            "quote": extracted.get("quote"),
-            "action": "approve",
-            "saw": "",
-        }
-    ]
+AUTOMATIC_NOTES = ("edited in the grid", "emptied in the grid")  # what the page writes, not what a person said
+
+
+def consensus_candidates(
+    extracted: dict[str, Any], decisions: list[Decision], extractors: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """Every candidate value of one disputed field, side by side for an adjudicator: model A's and model B's (when a
+    model gave one), each reviewer's latest with their quote, its page and their note, and each of ``extractors`` who
+    left it empty — with the decision that would settle on it and who saw what."""
+    candidates = []
+    if extracted.get("value") is not None or extracted.get("quote"):  # a model that gave nothing is no candidate
+        candidates.append(
+            {
+                "who": "model A",
+                "value": extracted.get("value"),
+                "quote": extracted.get("quote"),
+                "page": extracted.get("page"),
+                "action": "approve",
+                "saw": "",
+                "note": "",
+            }
+        )
     for other in extracted.get("candidates") or []:
         if other.get("extractor"):
             who = f"model {other['extractor']} ({other.get('model', '')})"
             candidates.append(
-                {"who": who, "value": other.get("value"), "quote": other.get("quote"), "action": "correct", "saw": ""}
+                {
+                    "who": who,
+                    "value": other.get("value"),
+                    "quote": other.get("quote"),
+                    "page": other.get("page"),
+                    "action": "correct",
+                    "saw": "",
+                    "note": "",
+                }
             )
     latest: dict[str, Decision] = {}
     for decision in decisions:
@@ -151,13 +189,32 @@ def consensus_candidates(extracted: dict[str, Any], decisions: list[Decision]) -
             latest[decision.reviewer] = decision
     for reviewer, decision in latest.items():
         value = decision.value if decision.action == "correct" else extracted.get("value")
+        checked = decision.quote_check if decision.action == "correct" else None
         candidates.append(
             {
                 "who": reviewer,
                 "value": None if decision.action == "reject" else value,
                 "quote": decision.quote if decision.action == "correct" else extracted.get("quote"),
+                "page": checked.page if checked is not None else extracted.get("page"),
+                "tier": checked.tier if checked is not None else "",
                 "action": decision.action,
                 "saw": f"blind to {' and '.join(decision.blind_to)}" if decision.blind_to else "saw everything",
+                "note": decision.note if decision.note not in AUTOMATIC_NOTES else "",
+                "reason": decision.reason,
             }
         )
+    for name in extractors:  # an extractor who completed without entering it: "not found" is their answer
+        if name not in latest:
+            candidates.append(
+                {
+                    "who": name,
+                    "value": None,
+                    "quote": None,
+                    "page": None,
+                    "action": "reject",
+                    "saw": "",
+                    "note": "",
+                    "reason": "left empty",
+                }
+            )
     return candidates

@@ -1,9 +1,10 @@
 """What the review page's handlers share: the deployment's settings, its stores, its template and the Dagster
-instance, and who is deciding."""
+instance, who is deciding, and what they may see (``review.extraction_team``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -16,6 +17,9 @@ from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.accounts import Account
+from atlas_pipeline.review.decisions import load_decisions
+from atlas_pipeline.review.extraction_team import Team, load_assignments, team_of, teams
+from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review_page.sessions import Sessions
 from atlas_pipeline.store.files import Store
 
@@ -53,3 +57,53 @@ class ReviewPage:
             return user.name
         typed = str(form.get("reviewer") or "").strip() if form is not None else ""
         return typed or unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.settings.reviewer
+
+    def logins(self) -> bool:
+        """Whether people log in (accounts or a trusted proxy): then independence is the server's to keep."""
+        return self.sessions.required()
+
+    def team(self, key: str) -> Team:
+        return team_of(
+            key, load_decisions(self.store, key), load_assignments(self.store).get(key), self.settings.review_extractors
+        )
+
+    def teams(self, keys: list[str]) -> dict[str, Team]:
+        return teams(self.store, keys, self.settings.review_extractors)
+
+    def blind_to(self, request: Request, team: Team) -> tuple[str, ...]:
+        """What the person at the page may not see of the team's document now (``Team.blind_to``): nothing on a page
+        without logins, where a reviewer chooses their own independent pass."""
+        user = self.user(request)
+        if user is None or not self.logins():
+            return ()
+        return team.blind_to(user.name, user.role, self.settings.review_hide_model_values)
+
+    def hidden_documents(self, request: Request, keys: list[str]) -> set[str]:
+        """The documents among ``keys`` whose people's values the person at the page may not see now."""
+        user = self.user(request)
+        if user is None or not self.logins():
+            return set()
+        return {key for key, team in self.teams(keys).items() if self.blind_to(request, team)}
+
+    def visible_states(self, request: Request) -> list[DocumentState]:
+        """Every document's state as the person at the page may see it: where they extract blind, the review holds
+        only their own decisions (none of anyone's when the models are hidden too) — for the pages that show values
+        across documents (studies, analysis)."""
+        states = self.states()
+        user = self.user(request)
+        if user is None or not self.logins():
+            return states
+        teams = self.teams([state.key for state in states])
+        shown = []
+        for state in states:
+            unseen = self.blind_to(request, teams[state.key])
+            if unseen and state.extraction is not None:
+                mine = [d for d in load_decisions(self.store, state.key) if d.reviewer == user.name]
+                review = None
+                if "models" not in unseen:
+                    review = review_document(
+                        state.extraction, mine, self.deployment.accepted_tiers(), self.deployment.derivations()
+                    )
+                state = replace(state, review=review)
+            shown.append(state)
+        return shown

@@ -21,7 +21,7 @@ from starlette.requests import Request
 
 from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES
 from atlas_pipeline.config.settings import AtlasSettings
-from atlas_pipeline.review.accounts import Account, load_accounts
+from atlas_pipeline.review.accounts import Account, load_accounts, logins_required
 from atlas_pipeline.review.decisions import reviewer_name
 from atlas_pipeline.review_page.login_guard import LoginGuard
 
@@ -52,7 +52,7 @@ class Sessions:
 
     def required(self) -> bool:
         """Whether people must be known: a proxy passes their name, or the accounts file holds an account."""
-        return bool(self.settings.review_auth_header) or bool(self.accounts())
+        return logins_required(self.settings.review_users, self.settings.review_auth_header)
 
     def start(self, account: Account) -> str:
         token = secrets.token_urlsafe(32)

@@ -18,13 +18,14 @@ from atlas_pipeline.review.study_values import choose, load_choices
 from atlas_pipeline.review_page.page_state import ReviewPage
 
 
-def _all(page: ReviewPage) -> list[Study]:
-    return studies(page.states(), page.template(), load_choices(page.store))
+def _all(page: ReviewPage, request: Request) -> list[Study]:
+    """Every study, its values as the person may see them (an extractor's own where they extract blind)."""
+    return studies(page.visible_states(request), page.template(), load_choices(page.store))
 
 
 def study_list(request: Request, templates: Jinja2Templates) -> Response:
     page: ReviewPage = request.app.state.page
-    found = _all(page)
+    found = _all(page, request)
     context = {"studies": found, "reviewer": page.reviewer(request), "message": request.query_params.get("message", "")}
     return templates.TemplateResponse(request, "studies.html", context)
 
@@ -32,12 +33,14 @@ def study_list(request: Request, templates: Jinja2Templates) -> Response:
 def study_detail(request: Request, templates: Jinja2Templates, error: str = "", status: int = 200) -> Response:
     page: ReviewPage = request.app.state.page
     study_id = request.path_params["study"]
-    found = _all(page)
+    found = _all(page, request)
     study = next((s for s in found if s.id == study_id), None)
     if study is None:
         return PlainTextResponse(f"no study {study_id!r}", status_code=404)
+    user = page.user(request)
     context = {
         "study": study,
+        "may_settle": user is None or user.may_settle(),
         "others": [s for s in found if s.id != study.id],
         "reviewer": page.reviewer(request),
         "message": request.query_params.get("message", ""),
@@ -51,7 +54,7 @@ async def choose_value(request: Request, templates: Jinja2Templates) -> Response
     page: ReviewPage = request.app.state.page
     study_id = request.path_params["study"]
     form = await request.form()
-    study = next((s for s in _all(page) if s.id == study_id), None)
+    study = next((s for s in _all(page, request) if s.id == study_id), None)
     if study is None:
         return PlainTextResponse(f"no study {study_id!r}", status_code=404)
     field = str(form.get("field") or "")

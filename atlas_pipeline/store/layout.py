@@ -56,6 +56,7 @@ COMPLETION_PATH = f"{AGGREGATES}/task_completion.json"
 REVIEWS = "reviews"
 DECISIONS = f"{REVIEWS}/decisions"
 IMPORTS = f"{REVIEWS}/imports"
+ASSIGNMENTS = f"{REVIEWS}/assignments"  # who extracts which document (``review.extraction_team``)
 
 SOURCES = "sources"
 SOURCE_DOMAINS_PATH = f"{SOURCES}/domains.json"

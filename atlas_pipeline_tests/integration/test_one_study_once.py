@@ -42,7 +42,7 @@ PUSH_UPS = {
 R_COUNT = """
 library(metafor)
 dat <- read.csv(commandArgs(trailingOnly = TRUE)[1])
-dat <- dat[dat$outcome == "Push-up test", ]
+dat <- dat[tolower(dat$outcome) == "push-up test", ]
 es <- escalc(measure = "MD", m1i = m1i, sd1i = sd1i, n1i = n1i, m2i = m2i, sd2i = sd2i, n2i = n2i, data = dat)
 fit <- rma(yi, vi, data = es, method = "DL")
 cat(sprintf("%d %.10f %.10f\\n", fit$k, coef(fit)[[1]], fit$ci.ub))
@@ -126,14 +126,15 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
     exports = atlas.exports_store()
 
     escalc = read_escalc(exports)
-    (row,) = [r for r in escalc["continuous"] if r["outcome"] == "Push-up test"]
+    (row,) = [r for r in escalc["continuous"] if r["outcome"].casefold() == "push-up test"]
     assert row["study_id"] == STUDY and (row["m1i"], row["sd1i"], row["n1i"]) == (21, 11, 18)
     assert (row["m2i"], row["sd2i"], row["n2i"], row["values"]) == (20, 13, 19, "final")
-    assert row["reports"] == f"{JATS}; {PDF} entry 1001; {PDF} entry 1002" and row["derived"] is None
-    (plot,) = [p for p in forest_plots(escalc) if p.outcome == "Push-up test"]
+    # ana's and ben's rows of the PDF are one entry (the same outcome, compared cell by cell), the JATS's joins them
+    assert row["reports"] == f"{JATS}; {PDF}" and row["derived"] is None
+    (plot,) = [p for p in forest_plots(escalc) if p.outcome.casefold() == "push-up test"]
     assert [effect.study_id for effect in plot.effects] == [STUDY] and plot.pooled.k == 1
     raw = exports.read_bytes("atlas_revman_study_results.csv").decode()
-    results = [r for r in csv.DictReader(io.StringIO(raw.removeprefix("\ufeff"))) if "Push-up" in r["Outcome"]]
+    results = [r for r in csv.DictReader(io.StringIO(raw.removeprefix("\ufeff"))) if "push-up" in r["Outcome"].lower()]
     assert sorted((r["Arm"], r["Mean"], r["SD"], r["Sample size"]) for r in results) == [
         ("10-week yoga program", "21", "11", "18"),
         ("Control", "20", "13", "19"),
@@ -155,7 +156,7 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
 
     # a value that slipped past every check into the decision log (an older version, a hand-edited file): left
     # out of the analysis files and named; every other file still written
-    for key, entry in ((PDF, 1001), (PDF, 1002), (JATS, 1001)):  # every source, so that the study agrees on it
+    for key, entry in ((PDF, 1001), (JATS, 1001)):  # every source, so that the study agrees on it
         for name, value in (("n_comparator", int("9" * 29)), ("sd_intervention", 1e308)):
             field = f"outcomes[{entry}].{name}"
             latest = [d for d in load_decisions(atlas.store(), key) if d.field == field][-1]
@@ -171,7 +172,7 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
     left_out = pl.read_csv(exports.path("atlas_analysis_excluded.csv")).to_dicts()
     assert any(r["field"] == "n_comparator" and "beyond any plausible" in r["reason"] for r in left_out), left_out
     assert any(r["field"] == "sd_intervention" and "beyond any plausible" in r["reason"] for r in left_out), left_out
-    assert [r for r in read_escalc(exports)["continuous"] if r["outcome"] == "Push-up test"] == []  # not half of it
+    assert [r for r in read_escalc(exports)["continuous"] if r["outcome"].casefold() == "push-up test"] == []
     for name in ("atlas_documents.xlsx", "atlas_fields.csv", "atlas_studies.csv", "atlas_revman_study_results.csv"):
         assert exports.exists(name)
     assert exports.exists("atlas_outcomes.parquet")  # the typed table leaves the values out, never fails on them

@@ -9,24 +9,17 @@ import urllib.request
 from atlas_pipeline.review.accounts import AccountError, add_account, authenticate, load_accounts, password_matches
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline_tests.support.by_hand import processed_by_hand
-from atlas_pipeline_tests.support.helpers import BIN, NoRedirect, http_request, serve
+from atlas_pipeline_tests.support.helpers import BIN, NoRedirect, http_request, post_form, serve, session_cookie
 from atlas_pipeline_tests.support.juice_trial import KEY
 
 
 def _post(url: str, form: dict, cookie: str = "") -> tuple[int, str]:
-    return http_request(url, urllib.parse.urlencode(form).encode(), {"Cookie": cookie} if cookie else {})
+    return post_form(url, form, cookie)
 
 
 def _login(site: str, name: str, password: str) -> tuple[int, str]:
     """(status, the session cookie) of a login."""
-    form = urllib.parse.urlencode({"name": name, "password": password, "next": f"/documents/{KEY}"}).encode()
-    request = urllib.request.Request(f"{site}/login", data=form, method="POST")
-    try:
-        urllib.request.build_opener(NoRedirect).open(request, timeout=30).close()
-    except urllib.error.HTTPError as error:
-        return error.code, ""
-    answer = NoRedirect.last
-    return answer.status, (answer.headers.get("set-cookie") or "").split(";")[0]
+    return session_cookie(site, name, password, f"/documents/{KEY}")
 
 
 def test_accounts_hash_passwords_and_refuse_what_they_must(tmp_path):
@@ -115,8 +108,11 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
 
         status, team = http_request(f"{site}/team", headers={"Cookie": dan})
         assert status == 200
-        assert 'data-reviewer="Ana Lima"><td>Ana Lima</td><td>extractor</td><td>1</td>' in team
-        assert 'data-reviewer="Dan"><td>Dan</td><td>adjudicator</td><td>1</td>' in team
+        rows = {row.split('"')[0]: " ".join(row.split()) for row in team.split('<tr data-reviewer="')[1:]}
+        assert "<td>extractor</td> <td data-assigned>0</td> <td data-started>1</td>" in rows["Ana Lima"]
+        assert "<td data-settled>0</td> <td>1</td>" in rows["Ana Lima"]  # one decision, her extraction started
+        assert "<td>adjudicator</td> <td data-assigned>0</td> <td data-started>0</td>" in rows["Dan"]
+        assert "<td data-settled>0</td> <td>1</td>" in rows["Dan"]  # an adjudicator's decision, no extraction
         _post(f"{site}/logout", {}, ana)
         assert http_request(f"{site}/team", headers={"Cookie": ana})[1].count('id="login-form"') == 1  # logged out
         # a changed password ends the sessions opened with the old one

@@ -297,6 +297,21 @@ def dagster_daemon(env: dict[str, str], folder: Path) -> Iterator[subprocess.Pop
         stop_group(daemon)
 
 
+@contextlib.contextmanager
+def review_server(env: dict[str, str], port: int, folder: Path) -> Iterator[str]:
+    """``atlas review`` on 127.0.0.1:``port`` (its log in ``folder/review.log``); yields the page's address."""
+    atlas = Path(sys.executable).with_name("atlas")
+    with (folder / "review.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(atlas), "review", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/api/documents", process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
 def _workspace() -> Path:
     from atlas_pipeline.ops.instance import project_file
 

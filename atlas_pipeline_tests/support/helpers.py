@@ -161,3 +161,24 @@ def multipart(name: str, filename: str, data: bytes) -> tuple[bytes, dict]:
         + f"\r\n--{boundary}--\r\n".encode()
     )
     return body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+def post_form(url: str, form: dict, cookie: str = "") -> tuple[int, str]:
+    """(status, body) of a form POST (redirects followed), as the person with the session ``cookie``."""
+    import urllib.parse
+
+    return http_request(url, urllib.parse.urlencode(form, doseq=True).encode(), {"Cookie": cookie} if cookie else {})
+
+
+def session_cookie(site: str, name: str, password: str, back: str = "/") -> tuple[int, str]:
+    """(status, the session cookie) of a login to the review page at ``site``."""
+    import urllib.parse
+
+    form = urllib.parse.urlencode({"name": name, "password": password, "next": back}).encode()
+    request = urllib.request.Request(f"{site}/login", data=form, method="POST")
+    try:
+        urllib.request.build_opener(NoRedirect).open(request, timeout=30).close()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+    answer = NoRedirect.last
+    return answer.status, (answer.headers.get("set-cookie") or "").split(";")[0]

@@ -5,7 +5,6 @@ document uploaded on the page shows its status changing until it is processed.
 
 Screenshots for the README are written to ``ATLAS_TEST_SCREENSHOTS`` when set (``make screenshots``)."""
 
-import contextlib
 import json
 import os
 import shutil
@@ -23,9 +22,8 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.servers.processes import (
     dagster_daemon,
     free_port,
+    review_server,
     scripted_openai_server,
-    stop,
-    wait_for_http,
     watched_folder_env,
 )
 from atlas_pipeline_tests.support.browser import browser_page, shoot
@@ -45,19 +43,6 @@ def _wait(what: str, probe, log: Path, timeout: float = DEADLINE):
             return value
         time.sleep(1)
     pytest.fail(f"{what} not within {timeout} s; daemon log:\n{log.read_text()[-4000:]}")
-
-
-@contextlib.contextmanager
-def review_server(env: dict[str, str], port: int, folder: Path):
-    with (folder / "review.log").open("wb") as log:
-        process = subprocess.Popen(
-            [str(BIN / "atlas"), "review", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/api/documents", process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(process)
 
 
 def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
