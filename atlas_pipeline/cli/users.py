@@ -42,6 +42,9 @@ def _assign(args: argparse.Namespace) -> int:
     if not args.round_robin:
         if not args.name:
             raise AccountError("`atlas users assign KEY --to NAME …` (or --round-robin)")
+        team = teams(store, [args.name], settings.review_extractors)[args.name]
+        if team.open:
+            raise AccountError(f"{args.name} is compared already: its extractors stay who they were")
         assign(store, {args.name: args.to}, by="atlas users")
         print(f"{args.name}: " + (f"extracted by {' and '.join(args.to)}" if args.to else "whoever starts first"))
         return 0

@@ -392,18 +392,22 @@ def counting(decisions: list[Decision]) -> list[Decision]:
     return [d for d in decisions if d.action != "withdraw" and d.id not in taken_back]
 
 
-def withdraw(store: Store, record: ExtractionRecord, field: str, *, reviewer: str) -> Decision:
+def withdraw(
+    store: Store, record: ExtractionRecord, field: str, *, reviewer: str, among: list[Decision] | None = None
+) -> Decision:
     """Undo: take back ``reviewer``'s last decision on ``field`` that still counts — by a withdrawal added to the log
-    (nothing is deleted); the decision before it, if any, counts again."""
+    (nothing is deleted); the decision before it, if any, counts again. ``among``: the decisions on ``field`` as the
+    review lines them up (an added entry's decisions on the entry it matches), else the log's own."""
     reviewer = reviewer_name(reviewer)
-    mine = [d for d in load_decisions(store, record.key) if d.field == field and d.reviewer == reviewer]
+    decided = among if among is not None else [d for d in load_decisions(store, record.key) if d.field == field]
+    mine = [d for d in decided if d.reviewer == reviewer]
     if not mine:
         raise DecisionRefused(f"{reviewer} has no decision on {field} to undo")
     last = mine[-1]
     decision = Decision(
         id=uuid.uuid4().hex[:12],
         document=record.key,
-        field=field,
+        field=last.field,  # where it is in the log
         action="withdraw",
         reviewer=reviewer,
         decided_at=now_stamp(),

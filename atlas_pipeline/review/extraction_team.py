@@ -72,8 +72,11 @@ class Team:
 
     def refusal(self, name: str) -> str | None:
         """Why ``name`` may not record an extractor's decision on this document now, or None."""
-        if self.open:
-            return None  # the consensus step: decisions are recorded as made seeing the others
+        if self.open:  # each extraction is what it was at completion: the differences are the adjudicator's
+            return (
+                f"{self.key} is compared: {' and '.join(self.extractors)} have completed their extractions, and what "
+                "they differ on is settled by an adjudicator (the Disagreements page)"
+            )
         if name in self.completed:
             return (
                 f"you marked your extraction of {self.key} complete: reopen it (before the comparison opens) to change "

@@ -171,8 +171,8 @@ def review_field(
         current = []
     latest_by_reviewer: dict[str, Decision] = {}
     for decision in current:
-        if decision.role != "adjudicator":
-            latest_by_reviewer[decision.reviewer] = decision
+        if decision.role != "adjudicator" and (compared is None or decision.reviewer in compared):
+            latest_by_reviewer[decision.reviewer] = decision  # once compared, the extractors' values only
     outcomes = {reviewer: decision.outcome() for reviewer, decision in latest_by_reviewer.items()}
     results = {reviewer: _result(decision, model_value) for reviewer, decision in latest_by_reviewer.items()}
     for extractor, unseen in (compared or {}).items():
@@ -246,6 +246,7 @@ def review_document(
         return None
     log, decisions = decisions, counting(decisions)
     compared = comparison(decisions)  # both extractions complete: their differences wait for the adjudicator
+    in_progress = any(decision.action == "complete" for decision in decisions)
     extracted = record.values()  # skip mode: every field empty, for a person to extract by hand
     reviewable = bool(extracted) and record.status.value not in ("failed", "skipped")
     by_field = decisions_by_field(record, decisions, derivations)
@@ -284,6 +285,7 @@ def review_document(
         sha256=record.sha256,
         extraction_version=record.extraction_version,
         approved=reviewable
+        and not (in_progress and compared is None)  # an extraction completed, the other still open: not yet
         and all(field.decided and not field.disagreement for field in fields.values()),  # settled, not the latest
         reviewable=reviewable,
         fields=fields,

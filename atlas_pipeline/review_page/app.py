@@ -13,7 +13,6 @@ import asyncio
 import functools
 import logging
 import math
-import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +59,7 @@ from atlas_pipeline.review_page.analysis_page import analysis
 from atlas_pipeline.review_page.document_view import consensus_candidates, document_context
 from atlas_pipeline.review_page.imports_page import imports, upload_workbook
 from atlas_pipeline.review_page.login_guard import account_key, address_key
-from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, ReviewPage
+from atlas_pipeline.review_page.page_state import REVIEWER_COOKIE, WRITING, ReviewPage
 from atlas_pipeline.review_page.sessions import OPEN_PATHS, SESSION_COOKIE
 from atlas_pipeline.review_page.study_pages import choose_value, link_report, study_detail, study_list
 from atlas_pipeline.review_page.team_pages import assignments, extraction_state, next_document, team
@@ -242,24 +241,46 @@ class _FieldPost:
         return f"&blind={self.form.get('blind')}" if self.form.get("blind") in BLINDNESS else ""
 
 
-def _who_may_decide(page: ReviewPage, request: Request, key: str, role: str = "reviewer") -> tuple[str, ...]:
-    """With logins: what the person did not see of ``key`` (recorded with their decision), or ``DecisionRefused``
-    when they may not decide on it now — not one of its extractors once it has them, an extraction they marked
-    complete, a document they extract themselves to settle."""
+@dataclass(frozen=True)
+class _Standing:
+    """How a person's decision on a document is recorded: as a reviewer (extractor) or an adjudicator, what they did
+    not see, and the decisions they may see (their own only, while they extract blind)."""
+
+    role: str
+    blind_to: tuple[str, ...]
+    visible: list
+
+
+def _standing(page: ReviewPage, request: Request, key: str, role: str, form: Any) -> _Standing:
+    """With logins, the server's say (``DecisionRefused`` when the person may not decide on ``key`` now): an
+    adjudicator or admin who is not one of its extractors settles — never before every extraction is complete once
+    one has started; an extractor extracts, within the team's rules (``Team.refusal``). Without logins, what the
+    reviewer chose (``role``, the independent pass in ``form``)."""
+    decisions = load_decisions(page.store, key)
     user = page.user(request)
-    if user is None:
-        return ()
+    if user is None or not page.logins():
+        blind = BLINDNESS.get(str(form.get("blind") or ""), ())
+        return _Standing(
+            role, blind, [d for d in decisions if d.reviewer == page.reviewer(request, form)] if blind else decisions
+        )
     team = page.team(key)
-    if role == "adjudicator":
+    if role == "adjudicator" or (user.may_settle() and user.name not in team.extractors):
         if user.name in team.extractors and not team.open:
             raise DecisionRefused(
                 f"you extract {key} yourself: its differences are settled once every extraction is complete"
             )
-        return ()
+        if team.started and not team.open:
+            waiting = [name for name in team.extractors if name not in team.completed]
+            raise DecisionRefused(
+                f"{key} is being extracted by {' and '.join(team.extractors)}: an adjudicator settles it once every "
+                f"extraction is complete (waiting for {' and '.join(waiting) or 'a second extractor'})"
+            )
+        return _Standing("adjudicator", (), decisions)
     refusal = team.refusal(user.name)
     if refusal:
         raise DecisionRefused(refusal)
-    return page.blind_to(request, team)
+    blind_to = page.blind_to(request, team)
+    return _Standing("reviewer", blind_to, [d for d in decisions if d.reviewer == user.name] if blind_to else decisions)
 
 
 def refused_page(request: Request, why: str, what: str, status: int = 403) -> Response:
@@ -304,11 +325,11 @@ async def decision(request: Request) -> Response:
     template = page.template()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
     try:
-        blind_to = _who_may_decide(page, request, key, role) if page.logins() else BLINDNESS.get(post.blind_mode, ())
+        standing = _standing(page, request, key, role, form)
         if form.get("action") == "correct" and str(form.get("value") or "").strip():
             value = coerce_value(form.get("value"), template.field_definition(field))
-            review = review_document(
-                record, load_decisions(page.store, key), page.deployment.accepted_tiers(), page.deployment.derivations()
+            review = review_document(  # checked against what the person may see: never a hidden value in a refusal
+                record, standing.visible, page.deployment.accepted_tiers(), page.deployment.derivations()
             )
             refusal = entry_refusal(review.fields if review else {}, {field: value})
             if refusal:
@@ -327,12 +348,12 @@ async def decision(request: Request) -> Response:
             quote=str(form.get("quote") or ""),
             note=str(form.get("note") or ""),
             source="page",
-            role=role,
-            blind_to=blind_to,  # with logins, what the server hid from them; else what the reviewer chose
+            role=standing.role,
+            blind_to=standing.blind_to,  # with logins, what the server hid from them; else what the reviewer chose
             reason=str(form.get("reason") or ""),
             scope=document_scope(page.store, key) if form.get("quote") else None,
             selected_on=_page_number(form.get("quote_page")),
-            proposed=_derived_proposal(page, record, field),
+            proposed=_derived_proposal(page, record, field, standing.visible),
         )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -348,13 +369,12 @@ async def decision(request: Request) -> Response:
     return response
 
 
-def _derived_proposal(page: ReviewPage, record: ExtractionRecord | None, field: str) -> dict | None:
-    """The derived value the page shows in a field the model left empty (``review.derivations``), if any."""
+def _derived_proposal(page: ReviewPage, record: ExtractionRecord | None, field: str, visible: list) -> dict | None:
+    """The derived value the page shows the person (from the decisions they may see) in a field the model left
+    empty (``review.derivations``), if any."""
     if record is None or (record.values().get(field) or {}).get("value") is not None:
         return None
-    review = review_document(
-        record, load_decisions(page.store, record.key), page.deployment.accepted_tiers(), page.deployment.derivations()
-    )
+    review = review_document(record, visible, page.deployment.accepted_tiers(), page.deployment.derivations())
     final = review.fields.get(field) if review else None
     if final is None or final.tier != DERIVED_TIER:
         return None
@@ -373,9 +393,9 @@ async def undo(request: Request) -> Response:
             raise DecisionRefused("this document has no extraction to review yet")
         if field == WHOLE_DOCUMENT:
             raise DecisionRefused("a completed extraction is reopened with its own button, not undone")
-        if page.logins():
-            _who_may_decide(page, request, key)
-        withdrawn = withdraw(page.store, record, field, reviewer=reviewer)
+        standing = _standing(page, request, key, "reviewer", post.form)
+        aligned = decisions_by_field(record, standing.visible, page.deployment.derivations()).get(field, [])
+        withdrawn = withdraw(page.store, record, field, reviewer=reviewer, among=aligned)
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
@@ -409,7 +429,7 @@ def _check_entry(group, given: dict[str, str]) -> list:
 
 
 def _add_entry(
-    page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form, blind_to=()
+    page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form, standing: _Standing
 ) -> int:
     """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
     value is checked before any is recorded. Returns the entry's number."""
@@ -431,7 +451,8 @@ def _add_entry(
             template_field=field,
             value=value,
             note=str(form.get("note") or ""),
-            blind_to=blind_to,
+            role=standing.role,
+            blind_to=standing.blind_to,
         )
     return number
 
@@ -478,8 +499,8 @@ async def add_entry(request: Request) -> Response:
     page, key, group, form, record, reviewer = post.page, post.key, post.group, post.form, post.record, post.reviewer
     given = {field.name: str(form.get(field.name) or "").strip() for field in group.fields}
     try:
-        blind_to = _who_may_decide(page, request, key) if page.logins() else BLINDNESS.get(post.blind_mode, ())
-        number = _add_entry(page, key, record, group, given, reviewer, form, blind_to)
+        standing = _standing(page, request, key, "reviewer", form)
+        number = _add_entry(page, key, record, group, given, reviewer, form, standing)
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
@@ -497,9 +518,9 @@ async def save_grid(request: Request) -> Response:
     definitions = {field.name: field for field in group.fields}
     shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))
     try:
-        blind_to = _who_may_decide(page, request, key) if page.logins() else BLINDNESS.get(post.blind_mode, ())
-        review = review_document(
-            record, load_decisions(page.store, key), page.deployment.accepted_tiers(), page.deployment.derivations()
+        standing = _standing(page, request, key, "reviewer", form)
+        review = review_document(  # the grid the person saw: their own decisions while they extract blind
+            record, standing.visible, page.deployment.accepted_tiers(), page.deployment.derivations()
         )
         fields = review.fields if review else {}
         entries = {entry_field_parts(name)[1] for name in fields if entry_field_parts(name)[0] == group.name}
@@ -528,9 +549,10 @@ async def save_grid(request: Request) -> Response:
                 value=edit.value or None,
                 reason="" if edit.value else "not_reported",
                 note="edited in the grid" if edit.value else "emptied in the grid",
-                blind_to=blind_to,
+                role=standing.role,
+                blind_to=standing.blind_to,
             )
-        number = _add_entry(page, key, record, group, new_row, reviewer, form, blind_to) if new_row else None
+        number = _add_entry(page, key, record, group, new_row, reviewer, form, standing) if new_row else None
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
@@ -550,13 +572,13 @@ async def reject_entry(request: Request) -> Response:
     group, number = request.path_params["group"], int(request.path_params["entry"])
     form = await request.form()
     record = read_record(page.store, key, "extraction", ExtractionRecord)
-    decisions = load_decisions(page.store, key)
-    review = review_document(record, decisions, page.deployment.accepted_tiers(), page.deployment.derivations())
-    names = [n for n in (review.fields if review else {}) if entry_field_parts(n)[:2] == (group, number)]
     reviewer = page.reviewer(request, form)
     template = page.template()
     try:
-        blind_to = _who_may_decide(page, request, key) if page.logins() else BLINDNESS.get(str(form.get("blind")), ())
+        standing = _standing(page, request, key, "reviewer", form)
+        tiers, derivations = page.deployment.accepted_tiers(), page.deployment.derivations()
+        review = review_document(record, standing.visible, tiers, derivations)  # the entry as the person saw it
+        names = [n for n in (review.fields if review else {}) if entry_field_parts(n)[:2] == (group, number)]
         if not names:
             raise DecisionRefused(f"{key} has no entry {number} of {group}")
         for name in names:
@@ -572,7 +594,8 @@ async def reject_entry(request: Request) -> Response:
                 template_field=template.field_definition(name),
                 identity=template.identity_for(name),
                 note=str(form.get("note") or "") or "the whole entry rejected",
-                blind_to=blind_to,
+                role=standing.role,
+                blind_to=standing.blind_to,
             )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -721,8 +744,8 @@ def search(request: Request) -> Response:
             LOG.exception("search failed")
             error = f"search unavailable ({type(problem).__name__}); the review page's log has the details"
     hidden = page.hidden_documents(request, sorted({hit.key for hit in hits if hit.part == "field"}))
-    withheld = [hit for hit in hits if hit.part == "field" and hit.key in hidden]  # values of a blind extraction
-    hits = [hit for hit in hits if hit not in withheld]
+    hits = [hit for hit in hits if not (hit.part == "field" and hit.key in hidden)]  # values of a blind extraction
+    user = page.user(request)
     return TEMPLATES.TemplateResponse(
         request,
         "search.html",
@@ -730,7 +753,7 @@ def search(request: Request) -> Response:
             "search_query": query[:MAX_QUERY_CHARS],  # a query past the limit is not echoed whole
             "filters": filters,
             "hits": hits,
-            "withheld": len(withheld),
+            "blind_note": user is not None and page.logins() and user.role == "extractor",  # said always, never counted
             "total": total,
             "error": error,
             "reviewer": page.reviewer(request),
@@ -920,13 +943,10 @@ def _off_the_loop(handler: Callable[[Request], Awaitable[Response]]) -> Callable
     return run
 
 
-_WRITING = threading.Lock()
-
-
 def _one_at_a_time(work: Coroutine[Any, Any, Response]) -> Response:
     """The page's changes one after another, as on the event loop before: two reviewers adding an entry at once
     never take the same entry number, two links of studies never lose one."""
-    with _WRITING:
+    with WRITING:
         return asyncio.run(work)
 
 

@@ -3,7 +3,7 @@ marked in its text, or its rectangles on the PDF page)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -151,7 +151,7 @@ AUTOMATIC_NOTES = ("edited in the grid", "emptied in the grid")  # what the page
 
 
 def consensus_candidates(
-    extracted: dict[str, Any], decisions: list[Decision], extractors: Iterable[str] = ()
+    extracted: dict[str, Any], decisions: list[Decision], extractors: Mapping[str, list[str]] | None = None
 ) -> list[dict[str, Any]]:
     """Every candidate value of one disputed field, side by side for an adjudicator: model A's and model B's (when a
     model gave one), each reviewer's latest with their quote, its page and their note, and each of ``extractors`` who
@@ -203,8 +203,26 @@ def consensus_candidates(
                 "reason": decision.reason,
             }
         )
-    for name in extractors:  # an extractor who completed without entering it: "not found" is their answer
-        if name not in latest:
+    if extractors:  # compared: the extractors' values, not a third person's
+        latest = {name: decision for name, decision in latest.items() if name in extractors}
+        candidates = [c for c in candidates if c["who"].startswith("model ") or c["who"] in latest]
+    for name, unseen in (extractors or {}).items():  # an extractor who completed without deciding on it
+        if name in latest:
+            continue
+        if "models" not in unseen and extracted.get("value") is not None:  # they saw the model's value, left it
+            candidates.append(
+                {
+                    "who": name,
+                    "value": extracted.get("value"),
+                    "quote": extracted.get("quote"),
+                    "page": extracted.get("page"),
+                    "action": "approve",
+                    "saw": "left the model's value",
+                    "note": "",
+                    "reason": "",
+                }
+            )
+        else:  # "not found" is their answer
             candidates.append(
                 {
                     "who": name,

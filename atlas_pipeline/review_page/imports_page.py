@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from atlas_pipeline.knowledge.catalog import sha256_of
 from atlas_pipeline.review.workbook_import import (
     MAX_WORKBOOK_BYTES,
     WORKBOOK_SUFFIXES,
@@ -17,7 +18,7 @@ from atlas_pipeline.review.workbook_import import (
     import_workbook,
     imported_already,
 )
-from atlas_pipeline.review_page.page_state import ReviewPage
+from atlas_pipeline.review_page.page_state import WRITING, ReviewPage
 
 IMPORTS_PER_PAGE = 10
 _CHUNK = 1 << 20
@@ -29,7 +30,13 @@ def imports(request: Request) -> Response:
     templates: Jinja2Templates = request.app.state.templates
     raw = request.query_params.get("page", "1")
     number = max(1, int(raw)) if raw.isascii() and raw.isdecimal() and 0 < len(raw) < 7 else 1
-    reports, total = import_reports(page.store, (number - 1) * IMPORTS_PER_PAGE, IMPORTS_PER_PAGE)
+    user = page.user(request)
+    start = (number - 1) * IMPORTS_PER_PAGE
+    if user is not None and page.logins() and not user.may_settle():  # an extractor's own: others' rows may be blind
+        mine = [report for report in import_reports(page.store)[0] if report.author == user.name]
+        reports, total = mine[start : start + IMPORTS_PER_PAGE], len(mine)
+    else:
+        reports, total = import_reports(page.store, start, IMPORTS_PER_PAGE)
     return templates.TemplateResponse(
         request,
         "imports.html",
@@ -40,6 +47,7 @@ def imports(request: Request) -> Response:
             "total": total,
             "inbox": bool(page.settings.review_inbox),  # whether there is one; no location shown
             "logins": page.logins(),
+            "only_mine": user is not None and page.logins() and not user.may_settle(),
             "reviewer": page.reviewer(request),
             "message": request.query_params.get("message", ""),
         },
@@ -69,11 +77,19 @@ async def upload_workbook(request: Request, refused) -> Response:
     finally:
         await item.close()
     author = user.name if user is not None else ""
-    may_decide = (lambda key: page.team(key).refusal(author)) if user is not None and page.logins() else None
+
+    def may_decide(key: str) -> str | None:
+        """A workbook carries an extractor's decisions, within the team's rules; an adjudicator settles on the page."""
+        team = page.team(key)
+        if user is not None and user.may_settle() and author not in team.extractors:
+            return f"{author} is an {user.role}: settle {key} on the Disagreements page (a workbook is an extractor's)"
+        return team.refusal(author)
 
     def run() -> str:
-        from atlas_pipeline.knowledge.catalog import sha256_of
+        with WRITING:  # one change at a time, as every change the page makes
+            return imported()
 
+    def imported() -> str:
         if sha256_of(bytes(data))[:16] in imported_already(page.store):
             return f"{name}: imported before (a workbook is applied once)"
         deployment = page.deployment
@@ -87,7 +103,7 @@ async def upload_workbook(request: Request, refused) -> Response:
             deployment.accepted_tiers(),
             page.settings.review_workbook_max_rows,
             author=author,
-            may_decide=may_decide,
+            may_decide=may_decide if user is not None and page.logins() else None,
         )
         return report.summary()
 

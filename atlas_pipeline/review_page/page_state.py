@@ -3,6 +3,7 @@ instance, who is deciding, and what they may see (``review.extraction_team``).""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -24,6 +25,8 @@ from atlas_pipeline.review_page.sessions import Sessions
 from atlas_pipeline.store.files import Store
 
 REVIEWER_COOKIE = "atlas_reviewer"
+# the page's changes one after another: two reviewers adding an entry at once never take the same entry number
+WRITING = threading.Lock()
 
 
 class ReviewPage:

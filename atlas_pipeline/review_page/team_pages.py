@@ -143,6 +143,11 @@ async def extraction_state(request: Request, refused, document_page) -> Response
             reopen(page.store, record, team, user.name)
             message = f"your extraction of {key} is open again"
         else:
+            if user.may_settle() and user.name not in team.extractors:
+                raise DecisionRefused(
+                    f"{user.name} is an {user.role} who does not extract {key}: completing an extraction is an "
+                    "extractor's (an adjudicator settles the differences once both are complete)"
+                )
             complete(page.store, record, team, user.name, page.blind_to(request, team))
             team = page.team(key)
             waiting = [name for name in team.extractors if name not in team.completed]

@@ -55,7 +55,8 @@ def test_accounts_hash_passwords_and_refuse_what_they_must(tmp_path):
 def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_for, atlas_for, instance, tmp_path):
     from atlas_pipeline.review_page.app import create_app
 
-    settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
+    # one extractor a document (ATLAS_REVIEW_EXTRACTORS=1): her extraction, once complete, goes to the adjudicator
+    settings, atlas = settings_for(knowledge_base, review_extractors="1"), atlas_for(knowledge_base)
     _, record = processed_by_hand(knowledge_base, settings, atlas, instance)
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version}
     env = {"PATH": str(BIN), "HOME": str(tmp_path), "ATLAS_REVIEW_USERS": settings.review_users}
@@ -102,15 +103,20 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
         assert status == 403 and "takes an adjudicator" in body
         assert _post(f"{site}/reviewer", {"reviewer": "Mallory"}, ana)[0] == 403
         _, dan = _login(site, "Dan", "a long passphrase")
+        assert _post(f"{site}/documents/{KEY}/fields/n_control", settle, dan)[0] == 409  # she is not done yet
+        assert _post(f"{site}/documents/{KEY}/extraction", {"action": "complete"}, ana)[0] == 200
         assert _post(f"{site}/documents/{KEY}/fields/n_control", settle, dan)[0] == 200
         decisions = load_decisions(atlas.store(), KEY)
-        assert [(d.reviewer, d.role) for d in decisions] == [("Ana Lima", "reviewer"), ("Dan", "adjudicator")]
+        assert [(d.reviewer, d.role) for d in decisions if d.on_a_field] == [
+            ("Ana Lima", "reviewer"),
+            ("Dan", "adjudicator"),
+        ]
 
         status, team = http_request(f"{site}/team", headers={"Cookie": dan})
         assert status == 200
         rows = {row.split('"')[0]: " ".join(row.split()) for row in team.split('<tr data-reviewer="')[1:]}
-        assert "<td>extractor</td> <td data-assigned>0</td> <td data-started>1</td>" in rows["Ana Lima"]
-        assert "<td data-settled>0</td> <td>1</td>" in rows["Ana Lima"]  # one decision, her extraction started
+        assert "<td>extractor</td> <td data-assigned>0</td> <td data-started>0</td>" in rows["Ana Lima"]
+        assert "<td data-settled>1</td> <td>1</td>" in rows["Ana Lima"]  # one decision, her extraction settled
         assert "<td>adjudicator</td> <td data-assigned>0</td> <td data-started>0</td>" in rows["Dan"]
         assert "<td data-settled>0</td> <td>1</td>" in rows["Dan"]  # an adjudicator's decision, no extraction
         _post(f"{site}/logout", {}, ana)
@@ -148,5 +154,12 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
         )
         headers = {"X-Forwarded-User": "Dan"}
         form = urllib.parse.urlencode({**shown, "action": "correct", "value": "11.09", "reviewer": "Mallory"}).encode()
+        # a name the proxy passes without an account is an extractor: Ana's extraction is compared, not hers to join
+        status, body = http_request(f"{site}/documents/{KEY}/fields/age_control", form, headers)
+        assert status == 409 and "is compared" in body
+        add_account(settings.review_users, "Dan", "adjudicator", None)  # proxy only, no password
         assert http_request(f"{site}/documents/{KEY}/fields/age_control", form, headers)[0] == 200
-        assert load_decisions(atlas.store(), KEY)[-1].reviewer == "Dan"
+        assert (load_decisions(atlas.store(), KEY)[-1].reviewer, load_decisions(atlas.store(), KEY)[-1].role) == (
+            "Dan",
+            "adjudicator",
+        )

@@ -69,6 +69,9 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
         listed = json.loads(http_request(f"{site}/api/documents", headers={"Cookie": ben})[1])
         assert listed[0]["disagreements"] == 0 and "Table 1" not in json.dumps(listed)  # they differ: not said
 
+        # an adjudicator settles only once every extraction is complete, and never extracts what they settle
+        status, body = post_form(n_control, {**shown, "action": "approve"}, dan)
+        assert status == 409 and "is being extracted by Ana and Ben" in body
         # a completed extraction is closed until the comparison opens; reopened, it takes decisions again
         complete = f"{site}/documents/{KEY}/extraction"
         assert post_form(complete, {"action": "complete"}, ana)[0] == 200
@@ -136,9 +139,13 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
         form = {"action": "assign", "key": KEY, "extractor": ["Ana", "Ben"]}
         status, body = post_form(f"{site}/team/assignments", form, dan)
         assert status == 200 and f"{KEY} is compared already: its extractors stay who they were" in body
-        # the comparison stays open: a later decision is recorded as made seeing the other extraction
-        assert post_form(n_control, {**shown, "action": "correct", "value": "30"}, ben)[0] == 200
-        assert [d.blind_to for d in load_decisions(store, KEY) if d.reviewer == "Ben"][-1] == []
+        # compared: each extraction stays what it was, the differences are the adjudicator's (not Ben's to undo)
+        status, body = post_form(n_control, {**shown, "action": "correct", "value": "30"}, ben)
+        assert status == 409 and "is compared: Ana and Ben have completed" in body
+        assert post_form(f"{n_control}/undo", {}, ben)[0] == 409
+        settle = {**shown, "action": "correct", "value": "30", "role": "adjudicator"}
+        assert post_form(n_control, settle, dan)[0] == 200
+        assert [(d.reviewer, d.role, d.blind_to) for d in load_decisions(store, KEY)][-1] == ("Dan", "adjudicator", [])
 
     # a workbook dropped in the inbox has no author anyone verified: not applied while reviewers log in
     inbox = tmp_path / "inbox"

@@ -141,3 +141,42 @@ def test_round_robin_gives_every_study_two_extractors_in_turn():
     }
     with pytest.raises(ValueError, match="need 2 people"):
         round_robin([["a.pdf"]], ["ana"])
+
+
+def test_an_entry_added_by_hand_lines_up_with_the_models_and_stays_one_when_edited(tmp_path):
+    """A model extracted outcome 1; Ben, blind to the models, types the same outcome as 1001: his values meet the
+    model's entry cell by cell (not a recheck, not a second entry), and his later edit of the lined-up row, or an
+    undo of it, keeps it one entry."""
+    from atlas_pipeline.review.decisions import withdraw
+    from atlas_pipeline.review.final_values import decisions_by_field
+
+    identity = {"outcome": "Stool output", "intervention": "WGJ", "comparator": "Water", "time_point": "day 3"}
+    fields = {
+        f"outcomes[1].{name}": {"module": "outcomes", "value": value, "tier": "verified", "quote": str(value)}
+        for name, value in {**identity, "mean_intervention": 4.0}.items()
+    }
+    record = extraction_record(fields=fields)
+    store, shown = Store(str(tmp_path)), (record.sha256, record.extraction_version)
+    decide(store, record, "outcomes[1].mean_intervention", "approve", reviewer="ana", shown=shown)
+    _outcome(store, record, "ben", 1001, **identity, mean_intervention="5")
+    for who in ("ana", "ben"):
+        team = team_of(record.key, load_decisions(store, record.key), None, 2)
+        complete(store, record, team, who, ["models", "reviewers"] if who == "ben" else ["reviewers"])
+    fields = _review(store, record).fields
+    mean = fields["outcomes[1].mean_intervention"]
+    assert mean.disagreement == {"ana": "approve", "ben": "correct → 5.0"} and mean.provenance != "recheck"
+    assert fields["outcomes[1].outcome"].disagreement == {}  # the same outcome, as both wrote it
+    assert not [name for name in fields if name.startswith("outcomes[1001]")]
+
+    # Ben edits the lined-up row (the grid shows it as entry 1), then takes it back: still one entry
+    decide(store, record, "outcomes[1].mean_intervention", "correct", reviewer="ben", shown=shown, value="4")
+    assert not [name for name in _review(store, record).fields if name.startswith("outcomes[1001]")]
+    aligned = decisions_by_field(record, load_decisions(store, record.key), DERIVATIONS)
+    withdraw(
+        store, record, "outcomes[1].mean_intervention", reviewer="ben", among=aligned["outcomes[1].mean_intervention"]
+    )
+    assert not [name for name in _review(store, record).fields if name.startswith("outcomes[1001]")]
+    # a third person's value, once compared, is not one of the extractions
+    decide(store, record, "outcomes[1].mean_intervention", "correct", reviewer="carla", shown=shown, value="9",
+           template_field=TEMPLATE.field_definition("outcomes[1].mean_intervention"))  # fmt: skip
+    assert "carla" not in _review(store, record).fields["outcomes[1].mean_intervention"].reviewer_outcomes
