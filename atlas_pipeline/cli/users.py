@@ -27,6 +27,7 @@ def _assign(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.cli.summary import document_states
     from atlas_pipeline.deployment import Deployment
+    from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.outputs.study_report import studies
     from atlas_pipeline.review.extraction_team import assign, load_assignments, round_robin, teams
     from atlas_pipeline.review.study_values import load_choices
@@ -48,6 +49,7 @@ def _assign(args: argparse.Namespace) -> int:
         assign(store, {args.name: args.to}, by="atlas users")
         print(f"{args.name}: " + (f"extracted by {' and '.join(args.to)}" if args.to else "whoever starts first"))
         return 0
+    prepare_dagster_home(settings.instance_config)  # $DAGSTER_HOME, or var/dagster_home as every command
     with dg.DagsterInstance.get() as instance:
         states = document_states(instance, deployment)
     taken = {key for key, t in teams(store, [s.key for s in states], settings.review_extractors).items() if t.started}

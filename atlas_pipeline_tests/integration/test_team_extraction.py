@@ -4,6 +4,8 @@ naming anyone else refused, a workbook dropped in the inbox without an author no
 links are an adjudicator's — refused to an extractor with a page that says why."""
 
 import json
+import os
+import subprocess
 import urllib.parse
 
 import dagster as dg
@@ -12,10 +14,11 @@ import openpyxl
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.review.accounts import add_account
 from atlas_pipeline.review.decisions import load_decisions
+from atlas_pipeline.review.extraction_team import load_assignments
 from atlas_pipeline.review.workbook_import import import_reports
 from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.support.by_hand import processed_by_hand
-from atlas_pipeline_tests.support.helpers import http_request, multipart, post_form, serve, session_cookie
+from atlas_pipeline_tests.support.helpers import BIN, http_request, multipart, post_form, serve, session_cookie
 from atlas_pipeline_tests.support.juice_trial import KEY
 
 PASSWORD = "a long passphrase"
@@ -45,6 +48,18 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
     for name, role in (("Ana", "extractor"), ("Ben", "extractor"), ("Carla", "extractor"), ("Dan", "adjudicator")):
         add_account(settings.review_users, name, role, PASSWORD)
     store = atlas.store()
+    # `atlas users assign --round-robin` as the docs say it, DAGSTER_HOME unset: every study to two extractors
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | {
+        "ATLAS_REVIEW_USERS": settings.review_users,
+        "ATLAS_ARTIFACTS": settings.artifacts,
+        "ATLAS_KNOWLEDGE_BASE": settings.knowledge_base,
+    }
+    shared = subprocess.run(
+        [str(BIN / "atlas"), "users", "assign", "--round-robin"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert shared.returncode == 0, shared.stderr
+    assert "1 document(s) of 1 study(ies) shared out among Ana, Ben, Carla" in shared.stdout
+    assert load_assignments(store)[KEY].extractors == ("Ana", "Ben")
 
     with serve(create_app(settings, instance=lambda: instance)) as site:
         ana, ben, carla, dan = (session_cookie(site, name, PASSWORD)[1] for name in ("Ana", "Ben", "Carla", "Dan"))
