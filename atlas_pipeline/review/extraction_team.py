@@ -26,6 +26,7 @@ from atlas_pipeline.review.decisions import (
     MadeOn,
     decision_file,
     decision_marks,
+    file_stamp,
     load_decisions,
     now_stamp,
     reviewer_name,
@@ -133,8 +134,6 @@ def complete(store: Store, record: ExtractionRecord, team: Team, reviewer: str, 
     refusal = team.refusal(reviewer)
     if refusal:
         raise DecisionRefused(refusal)
-    if team.open:
-        raise DecisionRefused(f"the comparison of {record.key} is open already: differences go to the adjudicator")
     extractors = team.extractors if reviewer in team.extractors else [*team.extractors, reviewer]
     decision = Decision(
         id=uuid.uuid4().hex[:12],
@@ -191,8 +190,9 @@ def assign(store: Store, documents: Mapping[str, Sequence[str]], by: str) -> int
         clean[key] = people
     if clean:
         at = now_stamp()
-        stamp = at.replace("-", "").replace(":", "").replace("+00:00", "Z")
-        store.write_json(f"{ASSIGNMENTS}/{stamp}-{uuid.uuid4().hex[:8]}.json", {"documents": clean, "by": by, "at": at})
+        store.write_json(
+            f"{ASSIGNMENTS}/{file_stamp(at)}-{uuid.uuid4().hex[:8]}.json", {"documents": clean, "by": by, "at": at}
+        )
     return len(clean)
 
 

@@ -232,10 +232,6 @@ class _FieldPost:
     reviewer: str
 
     @property
-    def blind_mode(self) -> str:
-        return str(self.form.get("blind") or "")
-
-    @property
     def blind(self) -> str:
         """The independent pass to stay in, as a query parameter."""
         return f"&blind={self.form.get('blind')}" if self.form.get("blind") in BLINDNESS else ""
@@ -468,10 +464,6 @@ class _GroupPost:
     record: ExtractionRecord | None
     reviewer: str
 
-    @property
-    def blind_mode(self) -> str:
-        return str(self.form.get("blind") or "")
-
 
 async def _group_post(request: Request) -> _GroupPost | Response:
     """The post, or the refusal: from another site (403), about an unknown document or group (404)."""
@@ -658,8 +650,9 @@ def disagreements(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     rows, differences = [], []
     states = page.states()
-    hidden = page.hidden_documents(request, [state.key for state in states])  # an extractor's own still in progress
-    teams = page.teams([state.key for state in states if state.key not in hidden]) if page.logins() else {}
+    user, template = page.user(request), page.template()
+    teams = page.teams([state.key for state in states]) if user is not None else {}
+    hidden = {key for key, team in teams.items() if page.blind_to(request, team)}  # an extractor's own in progress
     states = [state for state in states if state.key not in hidden]
     marks = decision_marks(page.store)
     for state in states:
@@ -691,7 +684,7 @@ def disagreements(request: Request) -> Response:
                     "field": name,
                     "final": final,
                     "candidates": candidates,
-                    "entry": _entry_label(review, name),
+                    "entry": _entry_label(review, name, template.identity_for(name)),
                 }
             )
         extracted = state.extraction.fields if state.extraction is not None and not state.stale else {}
@@ -700,20 +693,19 @@ def disagreements(request: Request) -> Response:
             differs = isinstance(field, dict) and field.get("agreement") in ("disagreed", "only_one")
             if differs and (final is None or not final.decided):
                 differences.append({"key": state.key, "field": name, "extracted": field})
-    user = page.user(request)
     context = {
         "rows": rows,
         "hidden": len(hidden),
         "may_settle": user is None or user.may_settle(),
         "records": {state.key: state.extraction for state in states if state.extraction is not None},
         "differences": differences,
-        "agreement": agreement_rows(states, page.template()),
+        "agreement": agreement_rows(states, template),
         "reviewer": page.reviewer(request),
     }
     return TEMPLATES.TemplateResponse(request, "disagreements.html", context)
 
 
-def _entry_label(review, name: str) -> str:
+def _entry_label(review, name: str, identity: list[str]) -> str:
     """A group entry's identity as the adjudicator reads it ("Duration of diarrhea · after randomization"), else ""."""
     group, number, _ = entry_field_parts(name)
     if group is None or review is None:
@@ -721,8 +713,8 @@ def _entry_label(review, name: str) -> str:
     prefix = f"{group}[{number}]."
     values = [
         value_text(final.final_value if final.decided else final.model_value)
-        for field, final in review.fields.items()
-        if field.startswith(prefix) and field[len(prefix) :] in ("outcome", "time_point", "intervention", "comparator")
+        for part in identity
+        if (final := review.fields.get(prefix + part)) is not None
     ]
     return " · ".join(value for value in values if value != "—")
 

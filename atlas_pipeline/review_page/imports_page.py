@@ -3,6 +3,7 @@ logged in — whose decisions it records, whatever its ``reviewer`` column says 
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -78,6 +79,7 @@ async def upload_workbook(request: Request, refused) -> Response:
         await item.close()
     author = user.name if user is not None else ""
 
+    @functools.cache  # per document, once an import: a team does not change while its rows are read
     def may_decide(key: str) -> str | None:
         """A workbook carries an extractor's decisions, within the team's rules; an adjudicator settles on the page."""
         team = page.team(key)

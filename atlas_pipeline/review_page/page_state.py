@@ -77,14 +77,14 @@ class ReviewPage:
         """What the person at the page may not see of the team's document now (``Team.blind_to``): nothing on a page
         without logins, where a reviewer chooses their own independent pass."""
         user = self.user(request)
-        if user is None or not self.logins():
+        if user is None:  # set only while people log in (``app._who_is_there``)
             return ()
         return team.blind_to(user.name, user.role, self.settings.review_hide_model_values)
 
     def hidden_documents(self, request: Request, keys: list[str]) -> set[str]:
         """The documents among ``keys`` whose people's values the person at the page may not see now."""
         user = self.user(request)
-        if user is None or not self.logins():
+        if user is None:  # set only while people log in (``app._who_is_there``)
             return set()
         return {key for key, team in self.teams(keys).items() if self.blind_to(request, team)}
 
@@ -94,7 +94,7 @@ class ReviewPage:
         across documents (studies, analysis)."""
         states = self.states()
         user = self.user(request)
-        if user is None or not self.logins():
+        if user is None:  # set only while people log in (``app._who_is_there``)
             return states
         teams = self.teams([state.key for state in states])
         shown = []
