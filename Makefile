@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
 
-.PHONY: run test test-fast dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm
+.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -15,8 +15,11 @@ run: setup ## Materialise the whole pipeline over the knowledge base (default: s
 test: setup test-deps ## Run the whole test suite.
 	$(BIN)/python -m pytest
 
-test-fast: setup ## The fast tier: no corpus, no PostgreSQL, no S3 server, no daemon (about a minute).
-	$(BIN)/python -m pytest -m "not corpus and not postgres and not s3 and not daemon"
+test-fast: setup ## The unit tests that need no corpus (about 15 s on two cores); every slower test is in `make test`.
+	$(BIN)/python -m pytest atlas_pipeline_tests/unit -m "not corpus"
+
+test-unit: setup ## Every unit test, the corpus ones too (about 2½ minutes on two cores).
+	$(BIN)/python -m pytest atlas_pipeline_tests/unit
 
 dev: setup ## Open the Dagster UI (127.0.0.1:3000) with the daemon, sensors live.
 	$(BIN)/atlas dev

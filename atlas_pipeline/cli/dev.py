@@ -15,12 +15,18 @@ from atlas_pipeline.config.settings import load_settings
 
 def command_dev(args: argparse.Namespace) -> int:
     """Open the Dagster UI and daemon (sensors live) on 127.0.0.1."""
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.knowledge.listing import KnowledgeBase
+    from atlas_pipeline.knowledge.state_owner import claim_state
     from atlas_pipeline.ops.instance import prepare_dagster_home, project_file
+    from atlas_pipeline.store.files import Store
 
     settings = load_settings()  # fail early with a clear message
     KnowledgeBase(settings.knowledge_base).check()  # … and not as a sensor traceback every 30 s
     home = prepare_dagster_home(settings.instance_config)
+    deployment = Deployment.from_settings(settings)
+    owned = [deployment.store(), deployment.exports_store(), Store(str(home))]
+    claim_state(owned, settings.knowledge_base)  # the sensors never bring another knowledge base into this state
     command = [
         sys.executable,
         "-m",

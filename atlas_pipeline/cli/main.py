@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
+from pathlib import Path
 
 from atlas_pipeline.cli.cancel import command_cancel
 from atlas_pipeline.cli.check_instance import command_check_instance
 from atlas_pipeline.cli.dev import command_dev
 from atlas_pipeline.cli.duplicates import command_duplicates
 from atlas_pipeline.cli.evaluate import command_evaluate
+from atlas_pipeline.cli.init import command_init
 from atlas_pipeline.cli.migrate import command_migrate
 from atlas_pipeline.cli.review import command_review
 from atlas_pipeline.cli.run import command_run
@@ -20,17 +23,39 @@ from atlas_pipeline.cli.sources import command_sources
 from atlas_pipeline.cli.status import command_status
 from atlas_pipeline.cli.users import add_users_parser
 from atlas_pipeline.config.redaction import install_log_redaction, redact
+from atlas_pipeline.config.review_folder import REVIEW_VARIABLE, ReviewFolderError, find_review
 from atlas_pipeline.config.settings import SettingsError, SettingsWarning
 from atlas_pipeline.core.templates import TemplateError
 from atlas_pipeline.extraction.prices import PriceError
+from atlas_pipeline.knowledge.state_owner import StateOwnerError
 from atlas_pipeline.sources.config import SourcesError
 
-DESCRIPTION = "atlas command line: run the whole pipeline, print task completion, open the UI, show settings, migrate."
+DESCRIPTION = (
+    "atlas command line: start a review, run the whole pipeline, print task completion, open the UI, show settings, "
+    "migrate."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atlas", description=DESCRIPTION)
+    parser.add_argument(
+        "--review",
+        metavar="DIR",
+        default="",
+        help="the review folder to work on (default: ATLAS_REVIEW, else the folder holding atlas.toml from here up; "
+        "outside any review: the settings alone, e.g. the repository's sample)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
+    init = commands.add_parser("init", help=command_init.__doc__)
+    init.add_argument("folder", metavar="DIR", help="the review's folder (created; an existing review is refused)")
+    init.add_argument(
+        "--knowledge-base",
+        default="",
+        metavar="PATH",
+        help="the documents: a folder or s3:// prefix (default: DIR/knowledge_base, created empty)",
+    )
+    init.add_argument("--rule", default="default", help="the rule in seeds/rules (default %(default)s)")
+    init.set_defaults(handler=command_init)
     run = commands.add_parser("run", help=command_run.__doc__)
     run.add_argument(
         "--only", nargs="+", metavar="KEY", help="process only these partition keys (cancelled ones run again)"
@@ -57,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
         "are extracted at once; e.g. 50 for bulk loads: Dagster's per-run cost is paid once)",
     )
     run.add_argument(
+        "--knowledge-base-moved",
+        action="store_true",
+        help="the knowledge base this state belongs to moved to ATLAS_KNOWLEDGE_BASE (same documents): take it",
+    )
+    run.add_argument(
         "--estimate",
         action="store_true",
         help="print the LLM requests, tokens and cost of what would run, and stop: nothing is parsed or sent",
@@ -66,8 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--documents", action="store_true", help="also list every document")
     status.set_defaults(handler=command_status)
     dev = commands.add_parser("dev", help=command_dev.__doc__)
-    dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--port", type=int, default=3000)
+    dev.add_argument("--host", default="127.0.0.1", help="the Dagster UI's, default 127.0.0.1 (this machine only)")
+    dev.add_argument(
+        "--port", type=int, default=3000, help="the Dagster UI's, default 3000 (the review page's: ATLAS_REVIEW_PORT)"
+    )
     dev.set_defaults(handler=command_dev)
     review = commands.add_parser("review", help=command_review.__doc__)
     review.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
@@ -126,18 +158,37 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     install_log_redaction()
+    if args.review:
+        os.environ[REVIEW_VARIABLE] = str(Path(args.review).expanduser().resolve())
     show = warnings.showwarning
+    shown: set[str] = set()
 
     def show_settings_warnings(message, category, filename, lineno, file=None, line=None):
+        """A settings warning once a command: a command may read the settings more than once (`atlas run`: its
+        definitions, then itself), each read warning again."""
         if issubclass(category, SettingsWarning):
-            print(f"atlas: warning: {message}", file=sys.stderr)
+            if str(message) not in shown:
+                shown.add(str(message))
+                print(f"atlas: warning: {message}", file=sys.stderr)
         else:
             show(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show_settings_warnings
     try:
+        review = find_review() if args.command != "init" else None
+        if review is not None:  # the processes a command starts (Dagster, the review page) work on it too
+            os.environ[REVIEW_VARIABLE] = str(review.root)
         return args.handler(args)
-    except (SettingsError, TemplateError, SourcesError, PriceError, FileNotFoundError, PermissionError) as error:
+    except (
+        SettingsError,
+        ReviewFolderError,
+        StateOwnerError,
+        TemplateError,
+        SourcesError,
+        PriceError,
+        FileNotFoundError,
+        PermissionError,
+    ) as error:
         print(f"atlas: {redact(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # an LLM endpoint that cannot be used (no URL in forced llm mode): its reason

@@ -7,6 +7,8 @@ import signal
 import sys
 import time
 
+from atlas_pipeline.cli.exit_status import EXIT_NOT_STARTED, exit_status
+from atlas_pipeline.cli.invocation import atlas_command
 from atlas_pipeline.cli.sources import print_sources
 from atlas_pipeline.cli.summary import document_states, print_summary, run_cost
 from atlas_pipeline.config.settings import load_settings
@@ -26,6 +28,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
+    from atlas_pipeline.knowledge.state_owner import claim_state
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
     from atlas_pipeline.outputs.analysis_files import ARMS_STEM, ESCALC_STEMS, EXCLUDED_STEM, read_excluded
@@ -54,6 +57,17 @@ def command_run(args: argparse.Namespace) -> int:
     defs = build_definitions(settings)
     store = atlas.store()
     template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
+    owned = [store, atlas.exports_store(), Store(str(home))]  # never two knowledge bases in one state
+    claim_state(owned, settings.knowledge_base, args.knowledge_base_moved)
+    if args.only:  # a key no document has is refused before anything is scanned or written
+        unknown, known = unknown_keys(atlas.open_knowledge_base(), store, args.only)
+        if unknown:
+            listed = ", ".join(sorted(known)[:10]) or "none"
+            print(
+                f"atlas: no document {', '.join(unknown)} in {settings.knowledge_base} (known: {listed})",
+                file=sys.stderr,
+            )
+            return EXIT_NOT_STARTED
     print(f"knowledge base: {settings.knowledge_base}")
     print(f"rule:           {settings.rule} ({atlas.mode(rule)} mode, template {template.code})")
     print(f"parser:         {atlas.parser_choice().summary()}")
@@ -82,14 +96,6 @@ def command_run(args: argparse.Namespace) -> int:
             instance.add_dynamic_partitions(documents_partitions.name, plan.new_partitions)
         entries = scan.catalog.active()
         if args.only:
-            unknown = sorted(set(args.only) - {entry.key for entry in entries})
-            if unknown:
-                known = ", ".join(sorted(entry.key for entry in entries)[:10]) or "none"
-                print(
-                    f"atlas: no document {', '.join(unknown)} in {settings.knowledge_base} (known: {known})",
-                    file=sys.stderr,
-                )
-                return 2
             entries = [entry for entry in entries if entry.key in set(args.only)]
         keys, unchanged = plan.keys, plan.unchanged
         if plan.cancelled:  # a person cancelled these: they run when named
@@ -101,7 +107,7 @@ def command_run(args: argparse.Namespace) -> int:
             )
         if args.estimate:
             return _print_estimate(settings, atlas, store, [entry for entry in entries if entry.key in set(keys)])
-        started, stopped, run_began = time.perf_counter(), False, now_iso()
+        started, stopped, run_began, seconds_each = time.perf_counter(), False, now_iso(), []
         with stop_on_signals() as received:
             try:
                 for number, (key, success, seconds) in enumerate(
@@ -116,6 +122,7 @@ def command_run(args: argparse.Namespace) -> int:
                         (state,) = document_states(instance, atlas, only=[key])
                         outcome = f"{state.status.value}: {state.reason}"
                     print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
+                    seconds_each.append(seconds)
             except (KeyboardInterrupt, RunStopped):
                 stopped = True
         if stopped:
@@ -181,9 +188,18 @@ def command_run(args: argparse.Namespace) -> int:
         else:
             print("task completion and exports are up to date: not refreshed")
         states = document_states(instance, atlas)
-        print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s")
         records = [read_record(store, key, "extraction", ExtractionRecord) for key in keys]
         ran = [record for record in records if record is not None and record.extracted_at >= run_began]
+        print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s", end="")
+        own = [record.processing_seconds for record in ran if record.processing_seconds]
+        if keys and own:  # the per-document lines are whole runs: the documents' own work is the smaller part
+            print(
+                f" ({sum(seconds_each) / len(seconds_each):.1f} s a document as listed above, of which "
+                f"{sum(own) / len(own):.1f} s its snapshot, parse and extraction; the rest is Dagster's run and the "
+                "aggregates)"
+            )
+        else:
+            print()
         if any(record.llm_calls or record.llm_cache_hits for record in ran):
             print(run_cost(ran))
         print_summary(states)
@@ -222,11 +238,25 @@ def command_run(args: argparse.Namespace) -> int:
         if settings.llm_second_model:
             agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
             print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")
-        print(f"  review them: `atlas review` (http://127.0.0.1:{settings.review_port})")
-        print("  search them: `atlas search WORDS`")
+        atlas_cli = atlas_command()
+        print(f"  review them: `{atlas_cli} review` (http://127.0.0.1:{settings.review_port})")
+        print(f"  search them: `{atlas_cli} search WORDS`")
         print_sources(settings)
-        open_states = [s for s in states if s.status not in TERMINAL]
-    return 1 if open_states else 0
+    return exit_status(states, set(keys))
+
+
+def unknown_keys(knowledge_base, store, keys: list[str]) -> tuple[list[str], set[str]]:
+    """The keys among ``keys`` no document has — not in the catalog, nor the key a file now listed would get — and
+    the keys known (nothing is hashed or written to find them)."""
+    from atlas_pipeline.knowledge.catalog import load_catalog
+    from atlas_pipeline.knowledge.partition_keys import make_key
+
+    catalog = load_catalog(store)
+    known = {key for key, entry in catalog.entries.items() if not entry.removed}
+    if set(keys) <= known:
+        return [], known
+    known |= {make_key(source.path, ()) for source in knowledge_base.list()}
+    return sorted(set(keys) - known), known
 
 
 def files_not_written(instance) -> dict[str, str]:

@@ -18,6 +18,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from atlas_pipeline.config.review_folder import ReviewFolderError, find_review
+
 ENV_PREFIX = "ATLAS_"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -585,6 +587,7 @@ OTHER_VARIABLES = {
     "ATLAS_TEST_SCREENSHOTS",
     "ATLAS_CELERY_BROKER",  # read by deploy/celery/executor.yaml
     "ATLAS_CELERY_BACKEND",
+    "ATLAS_REVIEW",  # the review folder (config.review_folder)
 }
 
 
@@ -604,12 +607,18 @@ def unknown_variables(env: dict[str, str]) -> list[str]:
 
 
 def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
-    """Read and validate the settings; raise ``SettingsError`` naming the offending ``ATLAS_*`` variable, and warn
-    (``SettingsWarning``) about ``ATLAS_*`` variables that no setting reads."""
+    """Read and validate the settings — ``ATLAS_*`` variables over the review folder's ``atlas.toml``
+    (``config.review_folder``) over the defaults; raise ``SettingsError`` naming the offending ``ATLAS_*`` variable,
+    and warn (``SettingsWarning``) about ``ATLAS_*`` variables that no setting reads."""
     env = dict(os.environ if environ is None else environ)
     for message in unknown_variables(env):
         warnings.warn(message, SettingsWarning, stacklevel=2)
-    values = {
+    try:
+        review = find_review(env)
+    except ReviewFolderError as error:
+        raise SettingsError(str(error)) from None
+    values = review.setting_values() if review is not None else {}
+    values |= {
         name: env[ENV_PREFIX + name.upper()] for name in AtlasSettings.model_fields if ENV_PREFIX + name.upper() in env
     }
     try:
@@ -622,7 +631,10 @@ def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
                 continue
             field = str(item["loc"][0])
             given = "***" if field.endswith(("_key", "_token")) else values.get(field, item.get("input"))
-            problems.append(f"{ENV_PREFIX}{field.upper()}={given!r}: {item['msg']}")
+            named = f"{ENV_PREFIX}{field.upper()}"
+            if review is not None and field in review.settings and named not in env:
+                named = f"{review.file} [settings] {field}"
+            problems.append(f"{named}={given!r}: {item['msg']}")
         raise SettingsError("invalid Atlas settings: " + "; ".join(problems)) from None
 
 

@@ -21,11 +21,13 @@ from atlas_pipeline.defs.asset_names import (
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.extraction.kept_extraction import values_record
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
 from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.review.derivations import Derivations
 from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
@@ -124,6 +126,7 @@ def collect_document_states(
         for asset_key in DOCUMENT_ASSET_KEYS
     }
     cancelled = cancelled_documents(instance, store, keys)
+    marks = decision_marks(store) if only is None or len(keys) > 50 else decision_marks(store, keys)
     states = []
     for key in keys:
         entry = catalog.entries.get(key)
@@ -147,9 +150,11 @@ def collect_document_states(
         elif failed:
             reason, interrupted = failure_reason(instance, failed[0], key)
             state.status, state.reason = (DocumentStatus.PENDING if interrupted else DocumentStatus.FAILED), reason
+            state.outside = True  # a step that crashed (storage, a fault): not the document's doing
         elif per_asset[EXTRACTION_KEY] == AssetPartitionStatus.MATERIALIZED and state.extraction:
             state.status = DocumentStatus(state.extraction.status)
             state.reason = state.extraction.reason
+            state.outside = state.status == DocumentStatus.FAILED and state.extraction.retryable
             document_problem = state.extraction.reason.startswith(("snapshot:", "parse:"))
             if version and state.extraction.extraction_version != version.tag and not document_problem:
                 state.status, state.stale = DocumentStatus.PENDING, True
@@ -158,7 +163,12 @@ def collect_document_states(
                     f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
                     f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
                 )
-            state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations)
+            kept = values_record(store, key, state.extraction)
+            if kept is not state.extraction:  # the latest did not go through: the last one that did stays shown
+                state.extraction = kept
+                state.reason += f"; the values of its extraction of {kept.extracted_at[:10]} and their decisions stay"
+            mark = marks.get(key, "")  # decisions made since the last merge show at once (the page, `atlas run`)
+            state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark)
             review = state.current_review
             if review is not None and review.approved:
                 state.status, state.reason = DocumentStatus.APPROVED, review.summary()

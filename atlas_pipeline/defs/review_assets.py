@@ -8,6 +8,7 @@ from atlas_pipeline.defs.document_batch import DocumentBatch
 from atlas_pipeline.defs.document_runs import wait_for_older_runs
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.extraction.kept_extraction import values_record
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record, write_record
@@ -33,7 +34,7 @@ def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     store = atlas.deployment.store()
     accepted, derivations = atlas.deployment.accepted_tiers(), atlas.deployment.derivations()
     for key in batch.keys:
-        record = read_record(store, key, "extraction", ExtractionRecord)
+        record = values_record(store, key, read_record(store, key, "extraction", ExtractionRecord))
         review = review_document(record, load_decisions(store, key, withdrawn=True), accepted, derivations)
         if review is None:
             batch.add_metadata(key, {"status": "no extraction", "review_page": atlas.review_link(key)})

@@ -9,6 +9,7 @@ import time
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.estimate import RunEstimate, answer_tokens_guess, estimate_document, seconds_per_answer
+from atlas_pipeline.extraction.kept_extraction import keep_last_good
 from atlas_pipeline.extraction.llm import LLMClient
 from atlas_pipeline.extraction.modes import ExtractionInput, mode_for
 from atlas_pipeline.extraction.prompt import PromptSources
@@ -94,6 +95,7 @@ def extract_document(
         record.reason += f"; not read: {'; '.join(parse.lost[:3])}" + (" …" if len(parse.lost) > 3 else "")
     record.seconds = round(time.perf_counter() - started, 4)
     record.processing_seconds = round(snapshot.seconds + parse.seconds + record.seconds, 4)
+    keep_last_good(store, snapshot.key, record)  # a failed re-extraction never takes people's decisions away
     write_record(store, snapshot.key, "extraction", record)
     return record
 

@@ -74,7 +74,15 @@ class RunEstimate:
             f"the cache), {prompt:,} prompt + {answer:,} answer tokens ≈ {money(self.cost, self.currency)} "
             f"with {self.model}"
         )
-        out.append(f"answer tokens: about {self.answer_tokens:,} a request ({self.answer_basis})")
+        # per request as the table counts them: an answer asked in parts is spread over its requests
+        per_request = round(answer / self.requests) if self.requests else self.answer_tokens
+        if per_request == self.answer_tokens:
+            out.append(f"answer tokens: about {per_request:,} a request ({self.answer_basis})")
+        else:
+            out.append(
+                f"answer tokens: about {per_request:,} a request — an answer of about {self.answer_tokens:,} "
+                f"({self.answer_basis}) is longer than ATLAS_LLM_MAX_TOKENS: cut once, then asked in parts"
+            )
         if self.requests:
             minutes = math.ceil(self.requests / concurrency) * self.seconds_per_answer / 60
             out.append(

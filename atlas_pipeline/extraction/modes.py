@@ -109,6 +109,7 @@ class LLMMode(ExtractionMode):
     def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
         if self.llm is None:
             record.status, record.reason = DocumentStatus.FAILED, "extract: llm mode but no LLM endpoint configured"
+            record.retryable = True  # the deployment's, not the document's: it runs again once one is set
             return None
         markdown = inputs.markdown()
         record.identifiers = find_identifiers(markdown)
@@ -126,6 +127,7 @@ class LLMMode(ExtractionMode):
                     if isinstance(answer, LLMError)
                 ]
                 record.status, record.reason = DocumentStatus.FAILED, "extract: " + "; ".join(failed)
+                record.retryable = True  # the endpoint's failure, not the document's
                 self._account(record, first.usage, other.usage)
                 return None
             outcome = first
@@ -149,8 +151,9 @@ class LLMMode(ExtractionMode):
                 record.status, record.reason, record.retryable = DocumentStatus.WAITING, error.reason, True
                 self._account(record, error.usage)
                 return None
-            except LLMError as error:
+            except LLMError as error:  # the endpoint's failure, not the document's: another run may succeed
                 record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
+                record.retryable = True
                 self._account(record, error.usage)
                 return None
             self._account(record, outcome.usage)

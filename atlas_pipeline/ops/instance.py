@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from atlas_pipeline.config.review_folder import find_review
 from atlas_pipeline.config.settings import PROJECT_ROOT
 
 DEFAULT_HOME = Path("var/dagster_home")
@@ -22,9 +23,12 @@ def project_file(name: str) -> Path:
 
 
 def prepare_dagster_home(instance_config: str = "") -> Path:
-    """Make sure ``$DAGSTER_HOME`` is set, exists, and holds a ``dagster.yaml``: when absent, a copy of
+    """Make sure ``$DAGSTER_HOME`` is set — to the review folder's instance in a review (``config.review_folder``) —,
+    exists, and holds a ``dagster.yaml``: when absent, a copy of
     ``instance_config`` (ATLAS_INSTANCE_CONFIG, e.g. ``deploy/postgres/dagster.yaml``) or of the embedded default."""
-    home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME).expanduser().resolve()
+    review = find_review()  # a review's instance is its own, whatever DAGSTER_HOME says
+    home = review.dagster_home if review else Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)
+    home = home.expanduser().resolve()
     try:
         home.mkdir(parents=True, exist_ok=True)
         os.environ["DAGSTER_HOME"] = str(home)

@@ -25,6 +25,9 @@ class DocumentState:
     source_path: str | None = None
     source_removed: bool = False
     stale: bool = False  # extracted with another template version: values withheld until re-extracted
+    # failed for a reason outside the document (the endpoint, storage, a crashed step): another run may succeed, and
+    # `atlas run` exits with its own status (``cli.exit_status``)
+    outside: bool = False
     duplicate_of: str = ""  # the canonical document of the work this one is a copy of (knowledge.duplicates)
     duplicate_evidence: str = ""
     study_id: str = ""  # the study this document reports (``knowledge.studies``), shared by all its reports

@@ -14,7 +14,6 @@ import polars as pl
 
 from atlas_pipeline.config.redaction import redact, redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts, entry_in_range
-from atlas_pipeline.grading.fields import REVIEW_TIERS
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.analysis_files import (
     ARMS_SCHEMA,
@@ -246,7 +245,8 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "quote": field.get("quote"),
                     "confidence": field.get("confidence"),
                     "tier": field.get("tier"),
-                    "needs_review": field.get("tier") in REVIEW_TIERS or bool(field.get("flags")),
+                    # waits for a person: the count of the summary, the review page and the Team page
+                    "needs_review": final.waits_for_person if final else True,
                     "page": field.get("page"),
                     "start": field.get("start"),
                     "end": field.get("end"),
@@ -504,7 +504,8 @@ def write_exports(
     reports of one trial) and field, the value reconciled across its reports (``study_choices``: each study's choices
     between its reports' values). ``atlas_arms.*``, ``atlas_escalc_*.csv`` and ``forest_plots/``: the
     meta-analysis files (``outputs.analysis_files``); ``atlas_revman_*.csv``: RevMan Web's study-centric import
-    (``outputs.revman_files``).
+    (``outputs.revman_files``). A document removed from the knowledge base stays, marked ``source_removed``, in the
+    document and field exports, and leaves the studies and every analysis file.
 
     Each file is made and written on its own: one that cannot be (a value no writer holds, a failing store) is named
     in ``not_written`` with the reason, and every other file is still written. A typed column leaves out a value that

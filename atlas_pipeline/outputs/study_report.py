@@ -101,9 +101,12 @@ def _sources(study: Study, template: Template) -> dict[str, dict[str, tuple[Docu
 
 def studies(states: list[DocumentState], template: Template, choices: Mapping[str, list[StudyChoice]]) -> list[Study]:
     """Every study of the knowledge base with its reports and reconciled values (reports with several first);
-    ``choices``: each study's choices between its reports' values."""
+    ``choices``: each study's choices between its reports' values. A document removed from the knowledge base reports
+    no study: it leaves the studies, the analysis files and the pages (the document exports keep it, marked)."""
     found: dict[str, Study] = {}
     for state in states:
+        if state.source_removed:
+            continue
         study_id = state.study_id or state.key
         found.setdefault(study_id, Study(study_id)).reports.append(state)
     for study in found.values():

@@ -5,7 +5,8 @@ is used only when it reads as a title. Otherwise the title is the first heading 
 sentence (not a journal's name), or, for a PDF whose title is set in bold within a paragraph, the run of the largest
 type on page 1 that does. The authors are the names right after the title; the year is the first plausible year on
 the first page: the latest it states as the paper's ("© 2012", "Published: 3 May 2013"), else the latest it names (the
-studies it cites are older than it).
+studies it cites are older than it). A title guessed from OCR text is not trusted ("FORWARD, LOCATE be touch"): when
+the first page was read by OCR, only the metadata title is used, else none (people know the document by its file name).
 """
 
 from __future__ import annotations
@@ -104,17 +105,18 @@ def _year(first_page: str) -> int | None:
     return max(years) if years else None
 
 
-def citation_from_text(markdown: str, metadata_title: str = "", bold_title: str = "") -> Citation:
+def citation_from_text(markdown: str, metadata_title: str = "", bold_title: str = "", *, ocr: bool = False) -> Citation:
     """Title, authors and year from the start of the document's markdown (``metadata_title``: the file's own
-    title field; ``bold_title``: a PDF's largest type on page 1, when no heading reads as a title)."""
+    title field; ``bold_title``: a PDF's largest type on page 1, when no heading reads as a title; ``ocr``: the first
+    page's text came from OCR, so neither a heading nor the largest type is taken for the title)."""
     first = markdown[:FIRST_PAGE_CHARS]
     title, after = "", ""
-    for match in _HEADING.finditer(first):
+    for match in () if ocr else _HEADING.finditer(first):
         candidate = _plain(match.group(1))
         if reads_as_title(candidate):
             title, after = candidate, first[match.end() :]
             break
-    if not title and bold_title and reads_as_title(bold_title):
+    if not title and bold_title and not ocr and reads_as_title(bold_title):
         title = bold_title
         pattern = r"[\s*_]+".join(re.escape(word) for word in bold_title.split())
         found = re.search(pattern + r"[\s*_]*", first)

@@ -93,7 +93,7 @@ def parse_snapshot(
     record.text_pages = parsed.text_pages
     record.warnings = parsed.warnings
     record.lost = parsed.lost
-    citation = citation_from_text(parsed.markdown, parsed.title, bold_title=parsed.title)
+    citation = citation_from_text(parsed.markdown, parsed.title, bold_title=parsed.title, ocr=1 in parsed.ocr_pages)
     own = parsed.media_type != "application/pdf" and reads_as_title(parsed.title)  # JATS article-title, citation_title
     record.title = parsed.title if own else citation.title
     record.authors = parsed.authors or citation.authors

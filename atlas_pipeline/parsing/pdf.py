@@ -375,8 +375,8 @@ def parse_pdf(
                 markdown, tables = _layout_parse_salvaging(doc, ocr_function, ocr_language, routing, warnings, lost)
         page_count = doc.page_count
         title = (doc.metadata or {}).get("title") or ""
-        if not reads_as_title(title):  # a typesetter's file name, "Untitled": the largest type on page 1 instead
-            title = largest_type_on_first_page(doc)
+        if not reads_as_title(title):  # a typesetter's file name, "Untitled": the largest type on page 1 instead,
+            title = largest_type_on_first_page(doc) if 1 not in ocr_pages else ""  # unless OCR wrote page 1's text
     finally:
         doc.close()
     warnings.extend(_collect_warnings())

@@ -423,11 +423,13 @@ def stable_id(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:12]
 
 
-def decision_marks(store: Store) -> dict[str, str]:
-    """Per document, a mark of its decision log (how many files, and a hash of their names) that changes with
-    every decision added, whatever its time stamp: what the review sensor and ``atlas run`` compare."""
+def decision_marks(store: Store, keys: list[str] | None = None) -> dict[str, str]:
+    """Per document (every one, or those of ``keys``), a mark of its decision log (how many files, and a hash of
+    their names) that changes with every decision added, whatever its time stamp: what the review sensor, ``atlas
+    run`` and the pages compare with the mark of the merged review."""
     names: dict[str, list[str]] = {}
-    for path in store.files(DECISIONS):
+    paths = store.files(DECISIONS) if keys is None else [p for key in keys for p in store.files(decisions_dir(key))]
+    for path in paths:
         parts = path.split("/")
         if len(parts) >= 4:
             names.setdefault("/".join(parts[2:-1]), []).append(parts[-1])

@@ -99,6 +99,11 @@ class FinalField(BaseModel):
     def decided(self) -> bool:
         return self.provenance in FINAL
 
+    @property
+    def waits_for_person(self) -> bool:
+        """Awaiting a first look, a re-check, or an adjudicator between two reviewers' values."""
+        return self.provenance in ("awaiting_review", "recheck") or bool(self.disagreement)
+
 
 class DocumentReview(BaseModel):
     """A document's review: what ``document_review`` materialises and the exports read."""
@@ -106,6 +111,7 @@ class DocumentReview(BaseModel):
     key: str
     sha256: str
     extraction_version: str
+    extracted_at: str = ""  # the extraction merged (a later one, even of the same bytes and version, is merged anew)
     approved: bool
     reviewable: bool  # False: no values to review (skip mode, failed or skipped document)
     fields: dict[str, FinalField] = Field(default_factory=dict)
@@ -120,7 +126,8 @@ class DocumentReview(BaseModel):
 
     @property
     def to_review(self) -> int:
-        return self.counts.get("awaiting_review", 0) + self.counts.get("recheck", 0)
+        """Fields that wait for a person: one count everywhere (summary, pages, ``needs_review`` in the exports)."""
+        return sum(1 for field in self.fields.values() if field.waits_for_person)
 
     @property
     def state(self) -> str:
@@ -284,6 +291,7 @@ def review_document(
         key=record.key,
         sha256=record.sha256,
         extraction_version=record.extraction_version,
+        extracted_at=record.extracted_at,
         approved=reviewable
         and not (in_progress and compared is None)  # an extraction completed, the other still open: not yet
         and all(field.decided and not field.disagreement for field in fields.values()),  # settled, not the latest
@@ -353,6 +361,7 @@ def applies_to(
         review is not None
         and record is not None
         and (review.sha256, review.extraction_version) == (record.sha256, record.extraction_version)
+        and review.extracted_at in ("", record.extracted_at)  # "": a review stored before it was recorded
         and (accepted_tiers is None or set(review.accepted_tiers) == set(accepted_tiers))
         and (derivations is None or review.derivation_rules == derivations.fingerprint)
     )
@@ -364,10 +373,13 @@ def current_review(
     stored: DocumentReview | None,
     accepted_tiers: frozenset[str],
     derivations: Derivations | None = None,
+    decision_mark: str | None = None,
 ) -> DocumentReview | None:
-    """The stored review when it was made from this extraction with this policy and rules, else one merged now (an
-    extraction made before reviews existed, a policy changed since): the exports never wait for a run."""
-    if applies_to(stored, record, accepted_tiers, derivations):
+    """The stored review when it was made from this extraction with this policy and rules (and, given the decision
+    log's ``decision_mark``, from these decisions), else one merged now (an extraction made before reviews existed, a
+    policy changed since, a decision made since): the exports and the pages never wait for a run."""
+    fresh = decision_mark is None or (stored is not None and stored.decision_mark == decision_mark)
+    if fresh and applies_to(stored, record, accepted_tiers, derivations):
         return stored
     if record is None:
         return None

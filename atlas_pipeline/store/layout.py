@@ -11,8 +11,11 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     documents/<key>/cancellation.json              a queued run of the document cancelled: by whom, when, which run
     documents/<key>/<stage>.json                   the latest record of each partition: snapshot, parse, extraction
     documents/<key>/extraction_output.json         the extraction itself: fields, quotes, grades, locations
+    documents/<key>/extraction_kept.json           the last extraction that went through, while a later one did not
     catalog/documents.json                         the catalog: every document found, removals, duplicates
     catalog/entries/<key>.json                     one catalog entry, what a single-document run reads
+    .atlas_knowledge_base.json                     the knowledge base this state belongs to (also in the exports and
+                                                   DAGSTER_HOME): another one is refused, never mixed in
     llm_cache/<ab>/<request hash>.json             LLM answers by request, with their original usage
     llm_batches/queued/<request hash>.json         a request waiting to go out in the next Batch API batch
     llm_batches/sent/<request hash>.json           a request in a submitted batch (which one, for which documents)
@@ -48,6 +51,7 @@ PROVIDERS = "providers"
 DOCUMENTS = "documents"
 CATALOG_PATH = "catalog/documents.json"
 CATALOG_ENTRIES = "catalog/entries"
+STATE_OWNER_PATH = ".atlas_knowledge_base.json"
 LLM_CACHE = "llm_cache"
 LLM_BATCHES = "llm_batches"
 AGGREGATES = "aggregates"

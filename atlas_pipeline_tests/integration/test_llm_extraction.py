@@ -20,6 +20,7 @@ from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.document_checks import fields_needing_review
 from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.store.layout import COMPLETION_PATH
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
@@ -149,8 +150,13 @@ def test_every_kind_of_answer_gets_its_tier_and_the_document_its_status(llm_serv
     assert grounding.passed is False and grounding.severity == dg.AssetCheckSeverity.WARN
     assert "n_control" in grounding.metadata["fields"].value
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
-    review = pl.read_csv(tmp_path / "exports" / "atlas_fields.csv").filter(pl.col("needs_review"))
-    assert set(review["field"]) == {name for name, tier in tiers.items() if tier in ("unverified", "approximate")}
+    fields = pl.read_csv(tmp_path / "exports" / "atlas_fields.csv")
+    review = fields.filter(pl.col("needs_review"))
+    # what waits for a person: every unverified or approximate value, and what the policy does not accept alone
+    assert {name for name, tier in tiers.items() if tier in ("unverified", "approximate")} <= set(review["field"])
+    assert set(review["field"]) == set(fields.filter(pl.col("provenance") == "awaiting_review")["field"])
+    completion = json.loads((tmp_path / "artifacts" / COMPLETION_PATH).read_text())
+    assert review.height == completion["fields_needing_review"]  # one count: the export's and the summary's
 
 
 def test_an_empty_answer_is_never_done(llm_server, run):
@@ -218,7 +224,9 @@ def test_fabricated_quote_is_flagged_unverified(llm_server, run, instance, tmp_p
     assert evaluation.passed is False and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     review = pl.read_csv(tmp_path / "exports" / "atlas_fields.csv").filter(pl.col("needs_review"))
-    assert review["field"].to_list() == ["hr_value"]
+    # waiting for a person: the fabricated one (unverified), beside what the policy never accepts alone
+    assert "hr_value" in review["field"].to_list()
+    assert set(review["tier"].drop_nulls().to_list()) - {"not_reported"} == {"unverified"}
 
 
 def test_value_must_be_written_in_its_quote(llm_server, run):

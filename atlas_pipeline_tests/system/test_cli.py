@@ -58,11 +58,15 @@ def test_run_then_status(tmp_path, knowledge_base):
     forced = run_atlas("run", "--only", "PMC1574360.pdf", "--force", env=env, cwd=tmp_path)
     assert forced.returncode == 0 and "[1/1] PMC1574360.pdf: done" in forced.stdout, forced.stdout + forced.stderr
 
-    # a key that is not there is an error, and nothing is rewritten
+    # a key that is not there is an error before anything is scanned, and nothing is rewritten (the catalog neither)
     written = {path.name: path.stat().st_mtime_ns for path in exports}
+    catalog = tmp_path / "artifacts" / "catalog" / "documents.json"
+    scanned = catalog.stat().st_mtime_ns
     missing = run_atlas("run", "--only", "NOPE.pdf", env=env, cwd=tmp_path)
     assert missing.returncode == 2 and "atlas: no document NOPE.pdf in" in missing.stderr, missing.stderr
+    assert "(known: PMC1574360.pdf" in missing.stderr and "scan:" not in missing.stdout
     assert {path.name: path.stat().st_mtime_ns for path in exports} == written
+    assert catalog.stat().st_mtime_ns == scanned
 
     # a misspelled setting is named, with the one that was meant
     typo = run_atlas("status", env={**env, "ATLAS_OCRR": "false"}, cwd=tmp_path)

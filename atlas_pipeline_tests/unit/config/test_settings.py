@@ -66,3 +66,19 @@ def test_every_setting_is_in_exactly_one_group():
     listed = [name for _, names in SETTING_GROUPS.values() for name in names]
     assert sorted(listed) == sorted(AtlasSettings.model_fields), "a setting in no group, in two, or one that is gone"
     assert [row.group for row in describe_settings()][:1] == ["deployment"]
+
+
+def test_a_misspelt_setting_is_warned_once_a_command(tmp_path, monkeypatch, capsys):
+    """`atlas run` reads the settings twice (its definitions, then itself): the misspelling is still named once."""
+    from atlas_pipeline.cli import show_settings
+    from atlas_pipeline.cli.main import main
+
+    def read_twice():
+        load_settings()
+        return load_settings()
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATLAS_KNOWLEDGEBASE", str(tmp_path))
+    monkeypatch.setattr(show_settings, "load_settings", read_twice)
+    assert main(["settings"]) == 0
+    assert capsys.readouterr().err.count("ATLAS_KNOWLEDGEBASE is not an Atlas setting") == 1

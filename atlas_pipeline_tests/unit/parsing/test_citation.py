@@ -49,3 +49,12 @@ def test_an_author_line_and_what_is_not_one():
     assert authors_in(line) == ["Hassan Soleimanpour", "Kamaleddin Hassanzadeh", "Samad EJ Golzari"]
     assert authors_in("1 Department of Pediatrics, University of Bahia, Salvador, Brazil") == []
     assert authors_in("Background: Despite the fact that numerous medications have been introduced") == []
+
+
+def test_a_title_guessed_from_ocr_text_is_not_trusted():
+    """A scanned page's OCR lines ("FORWARD, LOCATE be touch") are no title: the PDF's metadata title, else none."""
+    markdown = "<!-- page 1 -->\n\n## FORWARD, LOCATE be touch\n\nThe LinnSequencer is a composition tool."
+    assert citation_from_text(markdown, bold_title="FORWARD, LOCATE be touch").title == "FORWARD, LOCATE be touch"
+    assert citation_from_text(markdown, bold_title="FORWARD, LOCATE be touch", ocr=True).title == ""
+    meant = "The LinnSequencer: a composition and performance tool"
+    assert citation_from_text(markdown, meant, bold_title=meant, ocr=True).title == meant

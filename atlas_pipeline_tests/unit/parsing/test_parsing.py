@@ -110,6 +110,7 @@ def test_scanned_page_goes_through_ocr():
     reference = corpus_file("awkward/scanned/ocrmypdf_linn.txt").read_text()
     assert parsed.ocr_pages == [1]
     assert fuzz.ratio(squash(parsed.markdown), squash(reference)) > 70
+    assert parsed.title == ""  # not OCR's largest type ("FORWARD, LOCATE be touch"): the file name names it
 
 
 def test_scanned_page_without_ocr_fails_with_a_reason():
