@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export DAGSTER_HOME ?= $(CURDIR)/var/dagster_home
+# DAGSTER_HOME: the instance `atlas` finds itself ($DAGSTER_HOME, else var/dagster_home; a review folder's own)
 
 .PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm
 

@@ -25,7 +25,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
     from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.extraction.modes import agreement_summary
-    from atlas_pipeline.knowledge.catalog import now_iso, refresh_catalog
+    from atlas_pipeline.knowledge.catalog import load_catalog, now_iso, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
     from atlas_pipeline.knowledge.state_owner import claim_state
@@ -57,17 +57,14 @@ def command_run(args: argparse.Namespace) -> int:
     defs = build_definitions(settings)
     store = atlas.store()
     template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
-    owned = [store, atlas.exports_store(), Store(str(home))]  # never two knowledge bases in one state
-    claim_state(owned, settings.knowledge_base, args.knowledge_base_moved)
+    atlas.open_knowledge_base().check()  # a knowledge base that is not there claims nothing
     if args.only:  # a key no document has is refused before anything is scanned or written
         unknown, known = unknown_keys(atlas.open_knowledge_base(), store, args.only)
         if unknown:
-            listed = ", ".join(sorted(known)[:10]) or "none"
-            print(
-                f"atlas: no document {', '.join(unknown)} in {settings.knowledge_base} (known: {listed})",
-                file=sys.stderr,
-            )
-            return EXIT_NOT_STARTED
+            return _no_such_document(unknown, known, settings.knowledge_base)
+    owned = [store, atlas.exports_store(), Store(str(home))]  # never two knowledge bases in one state
+    unused = not load_catalog(store).active()  # a state with no document yet may still take another
+    claim_state(owned, settings.knowledge_base, args.knowledge_base_moved or unused)
     print(f"knowledge base: {settings.knowledge_base}")
     print(f"rule:           {settings.rule} ({atlas.mode(rule)} mode, template {template.code})")
     print(f"parser:         {atlas.parser_choice().summary()}")
@@ -96,6 +93,9 @@ def command_run(args: argparse.Namespace) -> int:
             instance.add_dynamic_partitions(documents_partitions.name, plan.new_partitions)
         entries = scan.catalog.active()
         if args.only:
+            gone = sorted(set(args.only) - {entry.key for entry in entries})  # removed since the last scan
+            if gone:
+                return _no_such_document(gone, {entry.key for entry in entries}, settings.knowledge_base)
             entries = [entry for entry in entries if entry.key in set(args.only)]
         keys, unchanged = plan.keys, plan.unchanged
         if plan.cancelled:  # a person cancelled these: they run when named
@@ -192,11 +192,10 @@ def command_run(args: argparse.Namespace) -> int:
         ran = [record for record in records if record is not None and record.extracted_at >= run_began]
         print(f"\nprocessed {len(keys)} document(s) in {time.perf_counter() - started:.1f} s", end="")
         own = [record.processing_seconds for record in ran if record.processing_seconds]
-        if keys and own:  # the per-document lines are whole runs: the documents' own work is the smaller part
+        if seconds_each and own:  # the per-document lines are whole runs: the documents' own work is the smaller part
             print(
                 f" ({sum(seconds_each) / len(seconds_each):.1f} s a document as listed above, of which "
-                f"{sum(own) / len(own):.1f} s its snapshot, parse and extraction; the rest is Dagster's run and the "
-                "aggregates)"
+                f"{sum(own) / len(own):.1f} s its snapshot, parse and extraction, the rest the Dagster run around it)"
             )
         else:
             print()
@@ -233,7 +232,8 @@ def command_run(args: argparse.Namespace) -> int:
                 print(f"    {row['study_id']} {row['entry']}: {row['field']}: {row['reason']}")
             if len(left_out) > 5:
                 print(f"    … and {len(left_out) - 5} more")
-        for path, reason in files_not_written(instance).items():
+        not_written = files_not_written(instance)
+        for path, reason in not_written.items():
             print(f"  not written: {exports.url(path)}: {reason} (every other file was)")
         if settings.llm_second_model:
             agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
@@ -242,7 +242,13 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"  review them: `{atlas_cli} review` (http://127.0.0.1:{settings.review_port})")
         print(f"  search them: `{atlas_cli} search WORDS`")
         print_sources(settings)
-    return exit_status(states, set(keys))
+    return exit_status(states, set(keys), not_written)
+
+
+def _no_such_document(unknown: list[str], known: set[str], knowledge_base: str) -> int:
+    listed = ", ".join(sorted(known)[:10]) or "none"
+    print(f"atlas: no document {', '.join(unknown)} in {knowledge_base} (known: {listed})", file=sys.stderr)
+    return EXIT_NOT_STARTED
 
 
 def unknown_keys(knowledge_base, store, keys: list[str]) -> tuple[list[str], set[str]]:

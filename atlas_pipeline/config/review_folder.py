@@ -9,6 +9,7 @@ file's ``[settings]`` table (relative paths from the folder), the review's own s
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -91,9 +92,17 @@ def find_review(environ: Mapping[str, str] | None = None, cwd: Path | None = Non
         return load_review(root)
     here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / REVIEW_FILE).is_file():
+        if (folder / REVIEW_FILE).is_file() and _is_review_file(folder / REVIEW_FILE):
             return load_review(folder)
     return None
+
+
+def _is_review_file(path: Path) -> bool:
+    """An ``atlas.toml`` with a ``[settings]`` table: another tool's file of that name higher up is not a review."""
+    try:
+        return isinstance(tomllib.loads(path.read_text(encoding="utf-8")).get("settings"), dict)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return True  # a review file with a mistake: load_review says what is wrong
 
 
 def load_review(root: Path, known: frozenset[str] | None = None) -> ReviewFolder:
@@ -150,8 +159,8 @@ REVIEW_TEMPLATE = """\
 # wins); relative paths are taken from this folder. Keep API keys in the environment (ATLAS_LLM_API_KEY), not here.
 
 [settings]
-knowledge_base = "{knowledge_base}"  # the documents: a folder or an s3:// prefix
-rule = "{rule}"  # seeds/rules/{rule}.json: the template and the extraction mode
+knowledge_base = {knowledge_base}  # the documents: a folder or an s3:// prefix
+rule = {rule}  # a rule of seeds/rules/: the template and the extraction mode
 # seeds_dir = "seeds"  # a folder with rules/ and templates/ of this review's own
 # llm_base_url = "https://api.openai.com/v1"  # LLM mode (any OpenAI-compatible endpoint)
 # llm_model = "gpt-4o-mini"
@@ -167,16 +176,16 @@ def init_review(root: Path, knowledge_base: str = "", rule: str = "default") -> 
     if root.exists() and not root.is_dir():
         raise ReviewFolderError(f"{root} is a file, not a folder")
     location = knowledge_base.strip() or "knowledge_base"
-    if "://" not in location or location.startswith("file://"):
-        local = Path(_local_path(root, location))
-        if knowledge_base.strip() and not local.is_dir():
+    if knowledge_base.strip() and ("://" not in location or location.startswith("file://")):
+        local = Path(_local_path(Path.cwd(), location))  # as typed: from where the command runs
+        if not local.is_dir():
             raise ReviewFolderError(f"--knowledge-base {knowledge_base}: no such folder")
-        location = str(local) if knowledge_base.strip() else "knowledge_base"
+        location = str(local)
     root.mkdir(parents=True, exist_ok=True)
     for folder in (root / STATE, root / "exports"):
         folder.mkdir(exist_ok=True)
     if location == "knowledge_base":
         (root / "knowledge_base").mkdir(exist_ok=True)
-    text = REVIEW_TEMPLATE.format(root=root, knowledge_base=location.replace("\\", "/"), rule=rule)
+    text = REVIEW_TEMPLATE.format(root=root, knowledge_base=json.dumps(location), rule=json.dumps(rule))
     (root / REVIEW_FILE).write_text(text, encoding="utf-8")
     return load_review(root)

@@ -163,14 +163,15 @@ def collect_document_states(
                     f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
                     f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
                 )
-            kept = values_record(store, key, state.extraction)
-            if kept is not state.extraction:  # the latest did not go through: the last one that did stays shown
+            latest = state.extraction
+            kept = values_record(store, key, latest)
+            if kept is not latest:  # the latest did not go through: the last one that did stays shown
                 state.extraction = kept
                 state.reason += f"; the values of its extraction of {kept.extracted_at[:10]} and their decisions stay"
             mark = marks.get(key, "")  # decisions made since the last merge show at once (the page, `atlas run`)
             state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark)
             review = state.current_review
-            if review is not None and review.approved:
+            if review is not None and review.approved and kept is latest:  # a failure is never hidden by approval
                 state.status, state.reason = DocumentStatus.APPROVED, review.summary()
         if key in cancelled and state.status != DocumentStatus.EXTRACTING:
             state.status, state.reason = DocumentStatus.CANCELLED, cancelled[key]

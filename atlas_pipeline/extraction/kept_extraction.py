@@ -29,8 +29,16 @@ def keep_last_good(store: Store, key: str, new: ExtractionRecord) -> None:
 
 
 def values_record(store: Store, key: str, latest: ExtractionRecord | None) -> ExtractionRecord | None:
-    """The extraction whose values the review and the exports show: ``latest``, or — while the latest did not go
-    through — the last one that did."""
+    """The extraction whose values the review, the pages and the exports show: ``latest``, or — while the latest did
+    not go through — the last one that did, of the same bytes and extraction version (values of other bytes or of
+    another version are never shown as this document's: it is re-checked, or stale, as always)."""
     if latest is None or went_through(latest):
         return latest
-    return read_record(store, key, KEPT, ExtractionRecord) or latest
+    kept = read_record(store, key, KEPT, ExtractionRecord)
+    same = kept is not None and (kept.sha256, kept.extraction_version) == (latest.sha256, latest.extraction_version)
+    return kept if same else latest
+
+
+def reviewed_extraction(store: Store, key: str) -> ExtractionRecord | None:
+    """The document's extraction as people review it (``values_record`` of its latest record)."""
+    return values_record(store, key, read_record(store, key, "extraction", ExtractionRecord))

@@ -6,10 +6,11 @@ import importlib
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 from atlas_pipeline.config.review_folder import find_review
-from atlas_pipeline.config.settings import PROJECT_ROOT
+from atlas_pipeline.config.settings import PROJECT_ROOT, SettingsWarning
 
 DEFAULT_HOME = Path("var/dagster_home")
 
@@ -26,9 +27,15 @@ def prepare_dagster_home(instance_config: str = "") -> Path:
     """Make sure ``$DAGSTER_HOME`` is set — to the review folder's instance in a review (``config.review_folder``) —,
     exists, and holds a ``dagster.yaml``: when absent, a copy of
     ``instance_config`` (ATLAS_INSTANCE_CONFIG, e.g. ``deploy/postgres/dagster.yaml``) or of the embedded default."""
-    review = find_review()  # a review's instance is its own, whatever DAGSTER_HOME says
-    home = review.dagster_home if review else Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)
-    home = home.expanduser().resolve()
+    review, given = find_review(), os.environ.get("DAGSTER_HOME", "").strip()
+    home = (review.dagster_home if review else Path(given or DEFAULT_HOME)).expanduser().resolve()
+    if review is not None and given and Path(given).expanduser().resolve() != home:
+        warnings.warn(  # a review's instance is its own: never another review's, never silently
+            f"DAGSTER_HOME={given} is not this review's instance: {home} is used ([review] dagster_home in "
+            f"{review.file} puts it elsewhere)",
+            SettingsWarning,
+            stacklevel=2,
+        )
     try:
         home.mkdir(parents=True, exist_ok=True)
         os.environ["DAGSTER_HOME"] = str(home)

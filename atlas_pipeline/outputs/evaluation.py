@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
 from atlas_pipeline.core.templates import Template, entry_field_parts
+from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.outputs.gold_formats import is_yun_row, yun_values
 from atlas_pipeline.review.derivations import Derivations
 from atlas_pipeline.review.final_values import DocumentReview, current_review
@@ -419,7 +420,7 @@ def evaluate_gold(
     if values not in VALUES:
         raise GoldError(f"values to measure: {' or '.join(VALUES)} (not {values!r})")
     gold = read_gold(read_location(gold_location))
-    records = {key: read_record(store, key, "extraction", ExtractionRecord) for key in {g.document for g in gold}}
+    records = {key: reviewed_extraction(store, key) for key in {g.document for g in gold}}
     found = [record for record in records.values() if record is not None]
     by_hand = bool(found) and all(record.mode == "skip" for record in found)
     if values == "model" or (values == "auto" and not by_hand):

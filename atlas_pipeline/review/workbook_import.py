@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.templates import Template
+from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, reviewer_name, stable_id
@@ -29,7 +30,7 @@ from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import IMPORTS, import_report_path
-from atlas_pipeline.store.records import ExtractionRecord, read_record
+from atlas_pipeline.store.records import ExtractionRecord
 
 SHEET = "fields"
 DECISION_COLUMNS = ("decision", "corrected_value", "review_note", "reviewer")
@@ -238,7 +239,7 @@ def import_workbook(
             if not is_safe_key(outcome.document):
                 raise DecisionRefused(f"unknown document {outcome.document!r}")
             if outcome.document not in records:
-                records[outcome.document] = read_record(store, outcome.document, "extraction", ExtractionRecord)
+                records[outcome.document] = reviewed_extraction(store, outcome.document)
             record = records[outcome.document]
             if record is None:
                 raise DecisionRefused(f"unknown document {outcome.document!r}")

@@ -34,6 +34,7 @@ from starlette.templating import Jinja2Templates
 from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES, trusted_hosts
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.templates import ADDED_FROM, entry_field_name, entry_field_parts, entry_in_range
+from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.outputs.agreement_report import agreement_rows
 from atlas_pipeline.outputs.completion import DocumentState
@@ -319,7 +320,7 @@ async def decision(request: Request) -> Response:
             "Ask an adjudicator of your team to settle it (the Disagreements page lists what waits for one).",
         )
     template = page.template()
-    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    record = reviewed_extraction(page.store, key)
     try:
         standing = _standing(page, request, key, role, form)
         if form.get("action") == "correct" and str(form.get("value") or "").strip():
@@ -384,7 +385,7 @@ async def undo(request: Request) -> Response:
         return post
     page, key, field, reviewer = post.page, post.key, post.field, post.reviewer
     try:
-        record = read_record(page.store, key, "extraction", ExtractionRecord)
+        record = reviewed_extraction(page.store, key)
         if record is None:
             raise DecisionRefused("this document has no extraction to review yet")
         if field == WHOLE_DOCUMENT:
@@ -478,7 +479,7 @@ async def _group_post(request: Request) -> _GroupPost | Response:
     if group is None:
         return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
     form = await request.form()
-    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    record = reviewed_extraction(page.store, key)
     return _GroupPost(page, key, group, form, record, page.reviewer(request, form))
 
 
@@ -563,7 +564,7 @@ async def reject_entry(request: Request) -> Response:
         return PlainTextResponse(str(error), status_code=404)
     group, number = request.path_params["group"], int(request.path_params["entry"])
     form = await request.form()
-    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    record = reviewed_extraction(page.store, key)
     reviewer = page.reviewer(request, form)
     template = page.template()
     try:

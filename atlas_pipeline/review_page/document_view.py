@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 
 from atlas_pipeline.core.templates import entry_field_parts
+from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.review.decisions import (
     Decision,
     load_decisions,
@@ -44,7 +45,7 @@ def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Deci
 
 def document_context(page: ReviewPage, request: Request, key: str, error: str = "") -> dict[str, Any]:
     store = page.store
-    record = read_record(store, key, "extraction", ExtractionRecord)
+    record = reviewed_extraction(store, key)
     states = page.states(only=[key])
     state = states[0] if states else None
     decisions = load_decisions(store, key)

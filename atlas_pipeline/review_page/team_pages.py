@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.study_report import studies
@@ -20,7 +21,6 @@ from atlas_pipeline.review.final_values import DocumentReview, review_document
 from atlas_pipeline.review.progress import ReviewerProgress, reviewer_progress
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.review_page.page_state import ReviewPage
-from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 
 @dataclass
@@ -134,7 +134,7 @@ async def extraction_state(request: Request, refused, document_page) -> Response
             "Completion belongs to a team whose reviewers log in: add accounts with `atlas users add`.",
         )
     form = await request.form()
-    record = read_record(page.store, key, "extraction", ExtractionRecord)
+    record = reviewed_extraction(page.store, key)
     try:
         if record is None:
             raise DecisionRefused("this document has no extraction yet")

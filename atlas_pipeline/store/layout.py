@@ -163,4 +163,4 @@ def export_path(stem: str, fmt: str) -> str:
 
 def is_derived(relative: str) -> bool:
     """Aggregates are rebuilt from the records: a difference there is not a conflict between two stores."""
-    return relative.startswith((f"{AGGREGATES}/", f"{FINGERPRINTS}/", DUPLICATE_GROUPS_PATH))
+    return relative.startswith((f"{AGGREGATES}/", f"{FINGERPRINTS}/", DUPLICATE_GROUPS_PATH, STATE_OWNER_PATH))

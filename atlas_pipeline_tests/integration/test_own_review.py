@@ -13,12 +13,12 @@ from pathlib import Path
 
 import openpyxl
 
-from atlas_pipeline.review.decisions import decide
+from atlas_pipeline.review.decisions import decide, load_decisions
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import free_port, local_env, review_server
 from atlas_pipeline_tests.support.corpus import copy_into
-from atlas_pipeline_tests.support.helpers import http_request, multipart, run_atlas
+from atlas_pipeline_tests.support.helpers import http_request, multipart, post_form, run_atlas
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
 
 
@@ -50,14 +50,15 @@ def test_the_readme_sequence_keeps_the_sample_and_ones_own_reviews_apart(tmp_pat
     assert first.returncode == 0, first.stdout + first.stderr
     var = checkout / "var"
     assert _documents(var / "exports") == {"plos_one_article.html", "PMC1216327.nxml"}
-    sample_state = _files(var / "exports") | _files(var / "artifacts")
+    sample_state = _files(var / "exports") | _files(var / "artifacts") | _files(var / "dagster_home")
 
     # pointing ATLAS_KNOWLEDGE_BASE elsewhere without a review folder: refused, saying how to start a review
     papers = tmp_path / "papers"
     copy_into(papers, "html/elife_article.html")
     mixed = run_atlas("run", env={**env, "ATLAS_KNOWLEDGE_BASE": str(papers)}, cwd=checkout)
     assert mixed.returncode == 2 and "atlas init DIR --knowledge-base" in mixed.stderr, mixed.stderr
-    assert "Traceback" not in mixed.stderr and _files(var / "exports") | _files(var / "artifacts") == sample_state
+    assert "Traceback" not in mixed.stderr
+    assert _files(var / "exports") | _files(var / "artifacts") | _files(var / "dagster_home") == sample_state
 
     # the README's two commands: a review of one's own
     review = tmp_path / "reviews" / "statins"
@@ -66,15 +67,19 @@ def test_the_readme_sequence_keeps_the_sample_and_ones_own_reviews_apart(tmp_pat
     assert 'knowledge_base = "' + str(papers) in (review / "atlas.toml").read_text()
     again = run_atlas("init", str(review), env=env, cwd=checkout)
     assert again.returncode == 2 and "already a review" in again.stderr
-    own = run_atlas("--review", str(review), "run", env=env, cwd=checkout)
+    # DAGSTER_HOME left pointing at the sample's instance: the review's own is used, and said
+    own = run_atlas(
+        "--review", str(review), "run", env={**env, "DAGSTER_HOME": str(var / "dagster_home")}, cwd=checkout
+    )
     assert own.returncode == 0, own.stdout + own.stderr
+    assert f"DAGSTER_HOME={var / 'dagster_home'} is not this review's instance" in own.stderr
     assert f"dagster home:   {review / 'state' / 'dagster_home'}" in own.stdout
     exports = review / "exports"
     assert _documents(exports) == {"elife_article.html"}
     assert {row["document_key"] for row in _rows(exports, "atlas_fields.csv")} == {"elife_article.html"}
     studies = _rows(exports, "atlas_revman_study_information.csv")
     assert len(studies) == 1 and "elife_article.html" in studies[0]["Char: Notes"]
-    assert _files(var / "exports") | _files(var / "artifacts") == sample_state  # the sample review untouched
+    assert _files(var / "exports") | _files(var / "artifacts") | _files(var / "dagster_home") == sample_state
 
     # a second review side by side, run from inside its folder: each its own instance, state and exports
     other = tmp_path / "other_papers"
@@ -157,6 +162,14 @@ def test_exit_statuses_and_a_persons_value_through_a_failed_llm_run(llm_server, 
     }
     assert fields["study_id"]["final_value"] == "Valois 2005a"
     assert fields["study_id"]["provenance"] == "reviewer_corrected"
+    # the review page shows the values the person decided on, and takes a decision on another one meanwhile
+    with review_server({**os.environ, **gone}, free_port(), tmp_path) as site:
+        status, page = http_request(f"{site}/documents/{KEY}?field=study_id")
+        assert status == 200 and "Valois 2005a" in page and "Nothing to review" not in page
+        shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}
+        status, body = post_form(f"{site}/documents/{KEY}/fields/n_control", {**shown, "action": "approve"})
+        assert status == 200, body[-1500:]
+    assert [d.field for d in load_decisions(store, KEY) if d.field == "n_control"] == ["n_control"]
 
     # the endpoint is back: the document goes through again, the decision still applies
     back = run_atlas("run", env=env, cwd=tmp_path)
@@ -178,15 +191,19 @@ def test_atlas_review_alone_shows_a_workbook_decision_at_once(tmp_path):
     filled = _filled_workbook(review / "exports" / "atlas_documents.xlsx", key, tmp_path / "mine.xlsx")
     with review_server({**os.environ, **env, "ATLAS_REVIEW": str(review)}, free_port(), tmp_path) as site:
         (before,) = json.loads(http_request(f"{site}/api/documents")[1])
-        assert before["decisions"] == 0 and before["to_review"] == 30
+        waiting = [row for row in _rows(review / "exports", "atlas_fields.csv") if row["needs_review"] == "true"]
+        assert before["decisions"] == 0 and before["to_review"] == len(waiting) == 30  # one count, page and export
         body, headers = multipart("workbook", "mine.xlsx", filled)
         status, page = http_request(f"{site}/imports", body, headers)
         assert status == 200 and "1 decision(s) applied" in page, page[-2000:]
         # no `atlas run` in between: the list, the document and the studies show the decision
         (after,) = json.loads(http_request(f"{site}/api/documents")[1])
         assert after["decisions"] == 1 and after["to_review"] == 29, after
-        document = http_request(f"{site}/documents/{key}")[1]
-        assert "Valois et al. 2005" in document
+        studies = http_request(f"{site}/studies")[1]
+        team = http_request(f"{site}/team")[1]
+        study = http_request(f"{site}/studies/{key}")[1]
+        assert "Valois et al. 2005" in study, study[-3000:]
+        assert "29 field(s) still wait for a person" in team and key in studies
     stale = run_atlas("status", env=env, cwd=review)
     assert stale.returncode == 0 and "1 decision(s)" in stale.stdout, stale.stdout
 
