@@ -191,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ) as error:
         print(f"atlas: {redact(str(error))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `atlas settings | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as error:  # an LLM endpoint that cannot be used (no URL in forced llm mode): its reason
         reason = getattr(error, "reason", None)
         if reason is None or type(error).__name__ != "LLMPermanentError":

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from atlas_pipeline.config.review_folder import REVIEW_FILE, find_review
 from atlas_pipeline.config.settings import SETTING_GROUPS, describe_settings, load_settings
 
 
 def command_settings(args: argparse.Namespace) -> int:
     """Every ATLAS_* variable with its current value, group by group."""
     current = load_settings()
+    review = find_review()
+    if review is not None:  # where the values that no ATLAS_* variable sets come from
+        print(f"# review {review.root}: its {REVIEW_FILE} under the ATLAS_* variables\n")
     group = None
     for row in describe_settings():
         if row.group != group:

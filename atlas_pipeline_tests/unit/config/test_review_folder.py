@@ -56,3 +56,15 @@ def test_init_never_overwrites_a_review_and_refuses_a_missing_knowledge_base(tmp
     assert not (tmp_path / "other" / "atlas.toml").exists()
     assert init_review(tmp_path / "s3", "s3://bucket/papers").settings["knowledge_base"] == "s3://bucket/papers"
     assert Path(review.setting_values()["knowledge_base"]) == review.root / "knowledge_base"
+
+
+def test_atlas_settings_says_which_review_it_reads(tmp_path, monkeypatch, capsys):
+    from atlas_pipeline.cli.main import main
+
+    review = init_review(tmp_path / "r")
+    monkeypatch.chdir(review.root / "exports")  # found from inside the folder
+    monkeypatch.setenv("ATLAS_REVIEW", "")  # restored after the test: main exports the review it found
+    assert main(["settings"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# review {review.root}: its atlas.toml")
+    assert str(review.root / "state" / "artifacts") in out
