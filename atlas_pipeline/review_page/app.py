@@ -45,7 +45,6 @@ from atlas_pipeline.review.decisions import (
     DecisionRefused,
     coerce_value,
     decide,
-    decision_marks,
     load_decisions,
     value_text,
     withdraw,
@@ -655,23 +654,11 @@ def disagreements(request: Request) -> Response:
     teams = page.teams([state.key for state in states]) if user is not None else {}
     hidden = {key for key, team in teams.items() if page.blind_to(request, team)}  # an extractor's own in progress
     states = [state for state in states if state.key not in hidden]
-    marks = decision_marks(page.store)
     for state in states:
         team = teams.get(state.key)
         if team is not None and team.started and not team.open:
             continue  # extractions in progress: compared once every extractor has completed
-        review = state.current_review
-        if (
-            state.key in marks
-            and state.extraction is not None
-            and not state.stale
-            and (review is None or review.decision_mark != marks[state.key])
-        ):
-            # decided since the last merge (no daemon running, or not yet): this page shows the decisions as they are
-            decisions = load_decisions(page.store, state.key, withdrawn=True)
-            review = review_document(
-                state.extraction, decisions, page.deployment.accepted_tiers(), page.deployment.derivations()
-            )
+        review = state.current_review  # merged with every decision made so far (``document_states``)
         disputed = [(name, final) for name, final in (review.fields.items() if review else []) if final.disagreement]
         log = load_decisions(page.store, state.key) if disputed and state.extraction is not None else []
         by_field = decisions_by_field(state.extraction, log, page.deployment.derivations()) if log else {}
