@@ -19,5 +19,7 @@ def command_init(args: argparse.Namespace) -> int:
     print(f"  knowledge base: {knowledge_base}" + ("" if args.knowledge_base else " (put your documents here)"))
     print(f"  state:          {review.root / 'state'} (instance, artifacts, decisions, accounts)")
     print(f"  exports:        {review.root / 'exports'}")
-    print(f"next: `{atlas} --review {args.folder} run` (or `cd {args.folder}` and `{atlas} run`)")
+    anywhere = atlas if atlas == "atlas" else str(Path(atlas).resolve())  # still right after a `cd`
+    print(f"next: `ATLAS_REVIEW={review.root} make run` from the checkout, `{atlas} --review {review.root} run`, or")
+    print(f"      `cd {review.root}` and `{anywhere} run`")
     return 0

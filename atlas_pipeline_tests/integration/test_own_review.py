@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import openpyxl
@@ -64,6 +65,7 @@ def test_the_readme_sequence_keeps_the_sample_and_ones_own_reviews_apart(tmp_pat
     review = tmp_path / "reviews" / "statins"
     started = run_atlas("init", str(review), "--knowledge-base", str(papers), env=env, cwd=checkout)
     assert started.returncode == 0 and f"--review {review} run" in started.stdout, started.stdout + started.stderr
+    assert f"`cd {review}` and `{Path(sys.executable).parent / 'atlas'} run`" in started.stdout  # works after the cd
     assert 'knowledge_base = "' + str(papers) in (review / "atlas.toml").read_text()
     again = run_atlas("init", str(review), env=env, cwd=checkout)
     assert again.returncode == 2 and "already a review" in again.stderr
