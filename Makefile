@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # DAGSTER_HOME: the instance `atlas` finds itself ($DAGSTER_HOME, else var/dagster_home; a review folder's own)
 
-.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm
+.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm bench-desk
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -43,7 +43,10 @@ eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (ev
 	$(BIN)/python -m eval.fidelity
 	$(BIN)/python -m eval.duplicates
 
-bench: bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
+bench: bench-desk bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
+
+bench-desk: setup test-deps ## A reviewer's loop in chromium: save, next field, grid cell, in place vs whole page (about 2 minutes)
+	$(BIN)/python -m bench.desk
 
 bench-quotes: setup
 	$(BIN)/python -m bench.quotes

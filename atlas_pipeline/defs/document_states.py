@@ -6,6 +6,8 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -90,14 +92,55 @@ def failure_reason(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partiti
     return f"{asset_key.to_user_string()}: run {run_id[:8]} ended {status} before the step reported an error", False
 
 
+@dataclass(frozen=True)
+class PartitionFacts:
+    """What the Dagster instance says of some documents' partitions — each asset's status, the runs cancelled, why
+    a failed step failed — read in one go, so a reader that knows nothing ran since (``instance_stamp``) can keep
+    them."""
+
+    keys: tuple[str, ...]
+    statuses: dict[dg.AssetKey, dict[str, AssetPartitionStatus]]
+    cancelled: dict[str, str]
+    failures: dict[str, tuple[str, bool]]  # key → (reason, interrupted) of its first failed asset
+
+
+def partition_facts(instance: dg.DagsterInstance, store: Store, keys: list[str]) -> PartitionFacts:
+    statuses = {
+        asset_key: instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}
+        for asset_key in DOCUMENT_ASSET_KEYS
+    }
+    failures = {}
+    for key in keys:
+        failed = [a for a in DOCUMENT_ASSET_KEYS if statuses[a].get(key) == AssetPartitionStatus.FAILED]
+        in_progress = any(statuses[a].get(key) == AssetPartitionStatus.IN_PROGRESS for a in DOCUMENT_ASSET_KEYS)
+        if failed and not in_progress:
+            failures[key] = failure_reason(instance, failed[0], key)
+    return PartitionFacts(tuple(keys), statuses, cancelled_documents(instance, store, keys), failures)
+
+
+def instance_stamp(instance: dg.DagsterInstance) -> tuple[object, ...] | None:
+    """Changes whenever anything that ``partition_facts`` reads may have (an asset event, a run's status); None
+    where the storage cannot tell cheaply."""
+    try:
+        newest = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
+        run = (newest[0].dagster_run.run_id, newest[0].update_timestamp) if newest else None
+        return (instance.event_log_storage.get_maximum_record_id(), run)
+    except NotImplementedError:
+        return None
+
+
 def document_states(
-    instance: dg.DagsterInstance, deployment: Deployment, only: list[str] | None = None
+    instance: dg.DagsterInstance,
+    deployment: Deployment,
+    only: list[str] | None = None,
+    facts: Callable[[list[str]], PartitionFacts] | None = None,
 ) -> list[DocumentState]:
-    """Where every known document of ``deployment`` (or just ``only``) stands now (``collect_document_states``)."""
+    """Where every known document of ``deployment`` (or just ``only``) stands now (``collect_document_states``);
+    ``facts``: where the partitions' facts come from (a reader's cache), else read now."""
     store = deployment.store()
     version, tiers = deployment.extraction_version(), deployment.accepted_tiers()
     derivations = deployment.derivations()
-    return collect_document_states(instance, store, load_catalog(store), version, only, tiers, derivations)
+    return collect_document_states(instance, store, load_catalog(store), version, only, tiers, derivations, facts)
 
 
 def collect_document_states(
@@ -108,6 +151,7 @@ def collect_document_states(
     only: list[str] | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
     derivations: Derivations | None = None,
+    facts: Callable[[list[str]], PartitionFacts] | None = None,
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions).
 
@@ -121,11 +165,8 @@ def collect_document_states(
         known = set(keys)
         keys += [key for key in catalog.entries if key not in known]
     duplicates = load_groups(store).duplicate_of
-    statuses = {
-        asset_key: instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}
-        for asset_key in DOCUMENT_ASSET_KEYS
-    }
-    cancelled = cancelled_documents(instance, store, keys)
+    known = facts(keys) if facts is not None else partition_facts(instance, store, keys)
+    statuses, cancelled = known.statuses, known.cancelled
     marks = decision_marks(store) if only is None or len(keys) > 50 else decision_marks(store, keys)
     states = []
     for key in keys:
@@ -148,7 +189,7 @@ def collect_document_states(
         if any(s == AssetPartitionStatus.IN_PROGRESS for s in per_asset.values()):
             state.status, state.reason = DocumentStatus.EXTRACTING, "a run is processing it"
         elif failed:
-            reason, interrupted = failure_reason(instance, failed[0], key)
+            reason, interrupted = known.failures[key]
             state.status, state.reason = (DocumentStatus.PENDING if interrupted else DocumentStatus.FAILED), reason
             state.outside = True  # a step that crashed (storage, a fault): not the document's doing
         elif per_asset[EXTRACTION_KEY] == AssetPartitionStatus.MATERIALIZED and state.extraction:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from atlas_pipeline.knowledge.identifiers import find_identifiers
+from atlas_pipeline.knowledge.identifiers import REGISTRIES, find_identifiers
 
 SHINGLE_WORDS = 5
 NUM_PERM = 128
@@ -41,7 +41,6 @@ CONFLICT_CONTAINMENT = 0.9
 MIN_SHINGLES = 50  # shorter texts (an image, an error page) are compared by identifiers only
 PREPRINT_DOI_PREFIXES = ("10.1101/", "10.21203/", "10.2196/preprints", "10.20944/preprints", "10.31234/", "10.48550/")
 MEDIA_PRIORITY = {"application/pdf": 4, "application/jats+xml": 3, "text/html": 2, "text/markdown": 1, "text/plain": 1}
-REGISTRATIONS = ("nct", "isrctn", "actrn")
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -124,7 +123,7 @@ def compare(a: Fingerprint, b: Fingerprint) -> Evidence | None:
     containment = inter / smaller if smaller else 0.0
     shared = {
         kind: a.named(a.ids(*kinds) & b.ids(*kinds), *kinds)
-        for kind, kinds in (("doi", ("doi",)), ("pmcid", ("pmcid",)), ("registration", REGISTRATIONS))
+        for kind, kinds in (("doi", ("doi",)), ("pmcid", ("pmcid",)), ("registration", REGISTRIES))
     }
     shared = {kind: values for kind, values in shared.items() if values}
     conflict = bool(a.dois and b.dois and not a.dois & b.dois)
@@ -164,7 +163,7 @@ def candidate_pairs(members: list[Member]) -> set[tuple[int, int]]:
         lsh.insert(index, sketch)
     by_id: dict[str, list[int]] = {}
     for index, member in enumerate(members):
-        for value in member.fingerprint.ids("doi", "pmcid", *REGISTRATIONS):
+        for value in member.fingerprint.ids("doi", "pmcid", *REGISTRIES):
             by_id.setdefault(value, []).append(index)
     for indexes in by_id.values():
         if len(indexes) > 50:  # an identifier on everything (a journal's own DOI prefix page?) says nothing

@@ -4,7 +4,8 @@ The unit of a systematic review is the study. A trial's results paper, its JATS,
 separate documents; they are one study when
 
 - they are copies of one work (``knowledge.duplicates``: a PDF and the JATS of one article), or
-- they name the same trial registration in their own text (NCT, ISRCTN, ACTRN; ``knowledge.identifiers``), or
+- they name the same trial registration in their own text (ClinicalTrials.gov and every WHO ICTRP
+  primary registry: NCT, ISRCTN, ACTRN, ChiCTR, IRCT, DRKS, CTRI, JPRN …; ``knowledge.identifiers``), or
 - a person linked them (``link``), whatever the rest says; a person can also set a report apart (``set_apart``).
 
 A study is named by its registration when it has one (``NCT00352508``), else by its first report's key.
@@ -18,9 +19,9 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from atlas_pipeline.knowledge.identifiers import REGISTRIES, canonical_registration
 from atlas_pipeline.store.files import Store
 
-REGISTRIES = ("nct", "isrctn", "actrn")
 STUDY_LINKS_PATH = "reviews/study_links.json"
 
 
@@ -86,7 +87,8 @@ class _Sets:
 
 
 def registrations(report: Report) -> list[str]:
-    return [value.upper() for kind in REGISTRIES for value in report.identifiers.get(kind, [])]
+    """The trial registrations the report names, each written one way (older records kept the text's own case)."""
+    return [canonical_registration(kind, value) for kind in REGISTRIES for value in report.identifiers.get(kind, [])]
 
 
 def group_studies(reports: Iterable[Report], links: StudyLinks | None = None) -> dict[str, str]:

@@ -29,7 +29,7 @@ from atlas_pipeline.core.p_values import parse_p
 from atlas_pipeline.core.plausibility import MAX_MAGNITUDE, value_problem
 from atlas_pipeline.core.templates import TemplateField, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.locations import EvidenceScope
-from atlas_pipeline.review.person_quotes import QuoteCheck, check_quote
+from atlas_pipeline.review.person_quotes import QuoteCheck, Selection, check_quote
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import DECISIONS, decision_path, decisions_dir
 from atlas_pipeline.store.records import NOT_EXTRACTED, ExtractionRecord
@@ -261,6 +261,7 @@ def decide(
     scope: EvidenceScope | None = None,
     selected_on: int | None = None,
     proposed: Mapping[str, Any] | None = None,
+    selection: Selection | None = None,
 ) -> Decision | None:
     """Record one decision on ``field`` of the document's current extraction and return it.
 
@@ -270,7 +271,8 @@ def decide(
     decision with that id already in the log, or one saying exactly the same about the same value, is not written
     again and None is returned. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``:
     what the reviewer did not see (``BLIND_TO``), recorded with the decision. ``scope``: the document's text, to
-    grade a correction's quote as a model's would be (``selected_on``: the page its words were selected on).
+    grade a correction's quote as a model's would be (``selected_on``: the page its words were selected on;
+    ``selection``: the words selected, ``scope`` then being those words — ``review.person_quotes``).
     ``proposed``: a value the review proposes where the model gave none (a derived value: ``value``, ``tier``) —
     the decision is made on it, as on a model's value.
     """
@@ -320,7 +322,9 @@ def decide(
     reviewer = reviewer_name(reviewer)
     corrected = coerce_value(value, template_field) if action == "correct" else None
     quote = (quote or "").strip() or None if action == "correct" else None
-    checked = check_quote(scope, field, template_field, corrected, quote, selected_on) if scope and quote else None
+    checked = (
+        check_quote(scope, field, template_field, corrected, quote, selected_on, selection) if scope and quote else None
+    )
     for earlier in load_decisions(store, record.key, withdrawn=True) if decision_id or source != "page" else []:
         repeated = (
             earlier.field == field

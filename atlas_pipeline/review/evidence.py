@@ -119,6 +119,18 @@ def page_words(pdf: bytes, number: int) -> list[dict]:
         return [{"text": word[4], **vars(_fractions(pymupdf.Rect(word[:4]), box))} for word in words]
 
 
+def selected_evidence(pdf: bytes, number: int, first: int, last: int) -> PageEvidence:
+    """The words a person selected on page ``number`` (``first``–``last`` of ``page_words``), lit up as they are."""
+    import pymupdf
+
+    with pymupdf.open(stream=pdf, filetype="pdf") as document:
+        pages = document.page_count
+    words = page_words(pdf, number) if 1 <= number <= pages else []
+    chosen = words[first : last + 1]
+    rects = [Rect(w["left"], w["top"], w["width"], w["height"]) for w in chosen]
+    return PageEvidence(number if words else 1, pages, rects, "whole" if rects else "none")
+
+
 MAX_FIND_HITS = 200
 
 
@@ -143,8 +155,15 @@ def find_in_document(pdf: bytes, query: str) -> list[dict]:
     return pages
 
 
-def render_page(pdf: bytes, number: int, zoom: float = 1.0) -> bytes:
-    """One page (1-based) as PNG, for paging through the document beside the evidence."""
+ROTATIONS = (0, 90, 180, 270)
+
+
+def render_page(pdf: bytes, number: int, zoom: float = 1.0, rotate: int = 0) -> bytes:
+    """One page (1-based) as PNG, for paging through the document beside the evidence; ``rotate``: degrees
+    clockwise (a landscape table read upright). Word boxes stay in the unrotated page's fractions: the viewer turns
+    them with the image."""
+    if rotate not in ROTATIONS:
+        raise ValueError(f"a page turns by one of {', '.join(map(str, ROTATIONS))} degrees, not {rotate}")
     import pymupdf
 
     with pymupdf.open(stream=pdf, filetype="pdf") as document:
@@ -153,7 +172,7 @@ def render_page(pdf: bytes, number: int, zoom: float = 1.0) -> bytes:
         page = document[number - 1]
         zoom = min(PAGE_ZOOM * zoom, MAX_PAGE_PIXELS / max(page.rect.width, page.rect.height, 1))
         try:  # the highlights are placed in shares of the page: any resolution keeps them in place
-            return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom)).tobytes("png")
+            return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom).prerotate(rotate)).tobytes("png")
         except Exception as error:  # MuPDF's own errors: a short reason, not its traceback
             raise ValueError(f"page {number} could not be drawn ({type(error).__name__})") from None
 

@@ -54,7 +54,7 @@ from atlas_pipeline.review.entry_grid import entry_refusal, grid_edits
 from atlas_pipeline.review.evidence import find_in_document, page_words, render_page
 from atlas_pipeline.review.extraction_team import comparison
 from atlas_pipeline.review.final_values import decisions_by_field, review_document
-from atlas_pipeline.review.person_quotes import document_scope
+from atlas_pipeline.review.person_quotes import Selection, document_scope, selected_words
 from atlas_pipeline.review_page.analysis_page import analysis
 from atlas_pipeline.review_page.document_view import consensus_candidates, document_context
 from atlas_pipeline.review_page.imports_page import imports, upload_workbook
@@ -173,6 +173,7 @@ def _pdf(request: Request) -> bytes | Response:
     return page.store.read_bytes(snapshot.snapshot_path)
 
 
+MAX_FORM_FIELDS = 100_000
 CACHED = {"Cache-Control": "private, max-age=3600"}  # a snapshot never changes: its pages neither
 
 
@@ -185,8 +186,10 @@ async def page_image(request: Request) -> Response:
         scale = min(max(scale, 0.5), 3.0) if math.isfinite(scale) else 1.0
     except ValueError:
         scale = 1.0
+    rotate = request.query_params.get("rotate", "0")
+    rotate = int(rotate) if rotate.isascii() and rotate.isdecimal() and len(rotate) <= 3 else -1
     try:
-        image = await run_in_threadpool(render_page, pdf, int(request.path_params["number"]), scale)
+        image = await run_in_threadpool(render_page, pdf, int(request.path_params["number"]), scale, rotate)
     except ValueError as error:
         return PlainTextResponse(str(error), status_code=404)
     return Response(image, media_type="image/png", headers=CACHED)
@@ -320,6 +323,11 @@ async def decision(request: Request) -> Response:
         )
     template = page.template()
     record = reviewed_extraction(page.store, key)
+    quote = str(form.get("quote") or "").strip()
+    selection = Selection.parse(_page_number(form.get("quote_page")), str(form.get("quote_words") or ""))
+    # words selected on the page are the quote and its place; a typed (or edited) quote is found in the text
+    selection_scope = selected_words(page.store, key, selection, quote) if selection and quote else None
+    scope = selection_scope or (document_scope(page.store, key) if quote else None)
     try:
         standing = _standing(page, request, key, role, form)
         if form.get("action") == "correct" and str(form.get("value") or "").strip():
@@ -347,9 +355,10 @@ async def decision(request: Request) -> Response:
             role=standing.role,
             blind_to=standing.blind_to,  # with logins, what the server hid from them; else what the reviewer chose
             reason=str(form.get("reason") or ""),
-            scope=document_scope(page.store, key) if form.get("quote") else None,
+            scope=scope,
             selected_on=_page_number(form.get("quote_page")),
             proposed=_derived_proposal(page, record, field, standing.visible),
+            selection=selection if scope is not None and selection_scope is scope else None,
         )
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
@@ -395,7 +404,8 @@ async def undo(request: Request) -> Response:
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
-    message = f"{withdrawn.note} undone for {field} by {withdrawn.reviewer}"
+    undone = withdrawn.note.removeprefix("undo of ")  # the decision taken back ("reject", "correct → 29")
+    message = f"{withdrawn.reviewer}'s {undone} of {field} undone"
     return RedirectResponse(
         f"/documents/{url_quote(key)}?field={url_quote(field)}{post.blind}&message={url_quote(message)}",
         status_code=303,
@@ -477,7 +487,7 @@ async def _group_post(request: Request) -> _GroupPost | Response:
     group = _group(page, request.path_params["group"])
     if group is None:
         return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
-    form = await request.form()
+    form = await request.form(max_fields=MAX_FORM_FIELDS)
     record = reviewed_extraction(page.store, key)
     return _GroupPost(page, key, group, form, record, page.reviewer(request, form))
 
@@ -917,7 +927,9 @@ def _off_the_loop(handler: Callable[[Request], Awaitable[Response]]) -> Callable
     @functools.wraps(handler)
     async def run(request: Request) -> Response:
         if _same_origin(request):
-            await request.form()  # cached on the request: the handler's own read returns it at once
+            # cached on the request: the handler's own read returns it at once; a grid of many entries has two inputs
+            # a cell (Starlette's default of 1,000 fields refused a grid of about twenty entries)
+            await request.form(max_fields=MAX_FORM_FIELDS)
         return await run_in_threadpool(_one_at_a_time, handler(request))
 
     return run

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 
@@ -17,7 +17,7 @@ from atlas_pipeline.review.decisions import (
 )
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import entry_grid
-from atlas_pipeline.review.evidence import locate_quote, text_evidence
+from atlas_pipeline.review.evidence import locate_quote, selected_evidence, text_evidence
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, decisions_by_field, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
@@ -103,7 +103,10 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "user": page.user(request),
         "error": error,
         "message": request.query_params.get("message", ""),
-        "query": lambda **changes: "?" + urlencode({k: v for k, v in {"blind": blind, **changes}.items() if v}),
+        # links name the document's page in full: a refusal is shown at the address of the post it refused
+        "query": lambda **changes: (
+            f"/documents/{quote(key)}?" + urlencode({k: v for k, v in {"blind": blind, **changes}.items() if v})
+        ),
     }
 
 
@@ -131,15 +134,28 @@ def _evidence(
             view["quote"] and extracted.get("tier") == "unverified" and extracted.get("start") is None
         ) and extracted.get("table") is None
         pdf = store.read_bytes(snapshot.snapshot_path)
-        located = locate_quote(pdf, quote, hint, pieces=not unfound)
+        checked = final.quote_check
+        if quote and quote == final.corrected_quote and checked is not None and checked.words and checked.page:
+            # the person's words as they selected them on their page: exactly those words light up
+            located = selected_evidence(pdf, checked.page, *checked.words)
+        else:
+            located = locate_quote(pdf, quote, hint, pieces=not unfound)
         rects = list(located.rects)
         if final.tier == DERIVED_TIER:  # every input's quote found on the same page lights up too
             for other in inputs[1:]:
                 also = locate_quote(pdf, other, located.page, pieces=False)
                 rects += also.rects if also.page == located.page and also.match == "whole" else []
         if at is not None and at != located.page and at <= located.pages:  # asked for another page: open there
-            return {"kind": "pdf", "page": at, "pages": located.pages, "rects": [], "match": "asked"}
-        return {"kind": "pdf", "page": located.page, "pages": located.pages, "rects": rects, "match": located.match}
+            return {"kind": "pdf", "page": at, "pages": located.pages, "rects": [], "boxes": [], "match": "asked"}
+        boxes = [[round(r.left, 5), round(r.top, 5), round(r.width, 5), round(r.height, 5)] for r in rects]
+        return {
+            "kind": "pdf",
+            "page": located.page,
+            "pages": located.pages,
+            "rects": rects,
+            "boxes": boxes,  # the same, for the viewer's script (turned with the page, kept across fields)
+            "match": located.match,
+        }
     text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
     return {
         "kind": "text",

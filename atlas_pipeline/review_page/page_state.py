@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.document_states import PartitionFacts, document_states, instance_stamp, partition_facts
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.review.accounts import Account
@@ -38,6 +38,8 @@ class ReviewPage:
         self.store: Store = self.deployment.store()
         self._instance = instance
         self.sessions = Sessions(settings)
+        self._facts: dict[tuple[str, ...], tuple[tuple[object, ...], PartitionFacts]] = {}
+        self._facts_lock = threading.Lock()
 
     def instance(self) -> dg.DagsterInstance:
         return self._instance()
@@ -46,7 +48,27 @@ class ReviewPage:
         return self.deployment.load_template()
 
     def states(self, only: list[str] | None = None) -> list[DocumentState]:
-        return document_states(self.instance(), self.deployment, only)
+        """Where the documents stand. The partitions' facts (the costly part: a status per asset from Dagster) are
+        kept while nothing has run since, so a decision or the next field does not wait for them; the records, the
+        decisions and the review are read afresh every time."""
+        instance = self.instance()
+        stamp = instance_stamp(instance)
+
+        def facts(keys: list[str]) -> PartitionFacts:
+            if stamp is None:
+                return partition_facts(instance, self.store, keys)
+            with self._facts_lock:
+                kept = self._facts.get(tuple(keys))
+                if kept is not None and kept[0] == stamp:
+                    return kept[1]
+            read = partition_facts(instance, self.store, keys)
+            with self._facts_lock:
+                if len(self._facts) > 64:
+                    self._facts.clear()
+                self._facts[tuple(keys)] = (stamp, read)
+            return read
+
+        return document_states(instance, self.deployment, only, facts)
 
     def user(self, request: Request) -> Account | None:
         """The logged-in person (accounts or a trusted proxy), or None on an open page."""

@@ -65,7 +65,22 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
             f"{site}/documents/{KEY}/fields/age_treatment",
             {**shown, "action": "correct", "value": "10.72", "quote": quote, "quote_page": "4"},
         )
+        # the selection is the evidence: a row of Table 6 dragged across on page 6 is those words, graded on them
+        words = _words(site, 6)
+        row = _selected(words, "Waterx 2.19* 1.63 1.78*** 1.80")
+        first = next(i for i in range(len(words)) if " ".join(words[i : i + 5]) == row)
+        selected = {"quote": row, "quote_page": "6", "quote_words": f"{first}-{first + 4}"}
+        for field, value in (("mean_control", "2.19"), ("sd_control", "2.91")):
+            _post(f"{site}/documents/{KEY}/fields/{field}", {**shown, "action": "correct", "value": value, **selected})
+        edited = {**selected, "quote": "Water 2.19* 1.63"}  # typed over after selecting: found in the text instead
+        _post(f"{site}/documents/{KEY}/fields/n_control", {**shown, "action": "correct", "value": "30", **edited})
         checks = {d.field: d.quote_check for d in load_decisions(atlas.store(), KEY)}
+        assert (checks["mean_control"].tier, checks["mean_control"].page) == ("verified", 6)
+        assert checks["mean_control"].words == (first, first + 4) and checks["mean_control"].start is None
+        assert checks["sd_control"].tier == "unverified" and checks["sd_control"].page == 6  # 2.91 is not there
+        assert checks["n_control"].words is None and checks["n_control"].selected_on == 6
+        status, page = http_request(f"{site}/documents/{KEY}?field=mean_control")
+        assert 'data-page="6"' in page and page.count('class="highlight"') == 5  # exactly the five words
         assert checks["age_control"].tier == "verified" and checks["age_control"].page == 4
         assert checks["age_control"].selected_on == 4 and checks["age_control"].start is not None
         assert checks["age_treatment"].tier == "unverified"

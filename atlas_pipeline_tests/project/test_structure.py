@@ -33,10 +33,35 @@ def _modules() -> list[str]:
 
 def test_every_module_imports_first_and_alone():
     """Each module imported first in a fresh interpreter (a forked child of one that imported nothing of ours): an
-    import cycle shows up as the ImportError it causes when the cycle is entered from the wrong side."""
+    import cycle shows up as the ImportError it causes when the cycle is entered from the wrong side. The parent
+    loads beforehand every third-party module the package uses (listed by a throwaway child), so each child imports
+    only our modules: the same check, a second a module cheaper."""
     script = textwrap.dedent(
         """
         import importlib, os, sys, traceback
+        OURS = ("atlas_pipeline", "atlas_pipeline_tests", "__main__")
+        read, write = os.pipe()
+        if os.fork() == 0:
+            os.close(read)
+            before = set(sys.modules)
+            for name in sys.argv[1:]:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    pass
+            theirs = [m for m in sys.modules if m not in before and not m.startswith(OURS)]
+            os.write(write, "\\n".join(theirs).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as listing:
+            theirs = listing.read().split()
+        os.wait()
+        for name in theirs:
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+        assert not [m for m in sys.modules if m.startswith(OURS[:2])], "a third-party module imported ours"
         failed = []
         for name in sys.argv[1:]:
             pid = os.fork()

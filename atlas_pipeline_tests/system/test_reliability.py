@@ -1,6 +1,7 @@
-"""Reliability under the real daemon on PostgreSQL: the awkward corpus plus the sample knowledge base, one run killed
-mid-way, PostgreSQL restarted once — and at the end every document has a terminal status, none is stuck, and every
-failure says why."""
+"""Reliability under the real daemon on PostgreSQL: the awkward corpus (its encrypted, malformed and derived files)
+beside part of the sample knowledge base, one run killed mid-way, PostgreSQL restarted once — and at the end every
+document has a terminal status, none is stuck, and every failure says why. Scanned pages are read by OCR in
+test_hostile_inputs; the long haul under the daemon is bench/soak."""
 
 import hashlib
 import os
@@ -37,8 +38,13 @@ def settle(function, *args):
 @pytest.mark.timeout(1500)
 def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(tmp_path, monkeypatch):
     kb = tmp_path / "kb"
-    shutil.copytree(SEED_KB, kb)
+    kb.mkdir()
+    seed_pdfs = sorted(SEED_KB.glob("*.pdf"))[:2]  # two papers parsed in full; the others are the same work again
+    for path in seed_pdfs + [p for p in sorted(SEED_KB.iterdir()) if p.suffix != ".pdf"]:
+        shutil.copyfile(path, kb / path.name)
     for path in sorted((CORPUS / "awkward").rglob("*")):
+        if path.parent.name == "scanned":
+            continue
         if path.is_file() and path.suffix not in (".txt", ".out") and not (kb / path.name).exists():
             shutil.copyfile(path, kb / path.name)
     contents = {hashlib.sha256(p.read_bytes()).hexdigest() for p in kb.iterdir()}  # the same bytes are one document
@@ -59,7 +65,7 @@ def test_awkward_corpus_and_sample_survive_a_killed_run_and_a_postgres_restart(t
             atlas = Deployment.from_settings(load_settings(atlas_env))
             killed = restarted = False
             states = []
-            # 30 documents, a third of them OCR'd, on two cores: 4–11 minutes (measured); stuck is never terminal
+            # 22 documents, one of them OCR'd, on two cores: about 3 minutes; stuck is never terminal
             deadline = time.monotonic() + 1000
             while time.monotonic() < deadline:
                 assert daemon.poll() is None, "dagster-daemon exited:\n" + log_path.read_text()[-3000:]

@@ -82,6 +82,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
 
         row.locator("a").click()
         page.click("#field-p_value a >> nth=0")  # choose a field: its evidence on the PDF page
+        _wait_field(page, "p_value")
         assert page.inner_text("#selected-field") == "p_value"
         assert "(p = 0.006)" in page.inner_text("#quote")
         highlights = page.locator("#page .highlight")
@@ -107,6 +108,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         _wait("the approval in the exports", approved_in_exports, log)
 
         page.click("#field-n_control a >> nth=0")
+        _wait_field(page, "n_control")
         page.fill("#correct-value", "29")
         page.fill("#correct-form input[name=note]", "one infant excluded after randomisation")
         page.click("#correct")
@@ -114,6 +116,7 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
         assert page.inner_text("#field-n_control [data-provenance]") == "reviewer_corrected"
         assert page.inner_text("#selected-field") != "n_control"  # on to the next field needing a person
         page.click("#field-n_control a >> nth=0")
+        _wait_field(page, "n_control")
         audit = page.inner_text("#audit")
         assert "Ana Reviewer" in audit and "correct → 29" in audit
         shoot(page, "review-decided.png")
@@ -268,7 +271,7 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             assert page.inner_text("#field-age_control [data-provenance]") == "rejected"
             page.goto(f"{site}/documents/{KEY}?field=age_control")
             page.click("#undo")
-            page.wait_for_selector("text=undo of reject undone for age_control by Ana Reviewer")
+            page.wait_for_selector("text=Ana Reviewer's reject of age_control undone")
             assert page.inner_text("#field-age_control [data-provenance]") == "model_verified"
 
             def become(name: str) -> None:
@@ -324,6 +327,10 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
     assert (rows["sd_control"]["agreement"], rows["sd_control"]["second_value"]) == ("disagreed", "27.0")
 
 
+def _wait_field(page, name: str) -> None:
+    page.wait_for_function(f"document.getElementById('selected-field').innerText === {name!r}")
+
+
 def _drag_across(page, first: str, last: str, after: int = 0) -> None:
     """Select words on the viewer's page as a person does: press on ``first``, move to ``last``, release
     (``after``: the word index to look from, when the first word occurs earlier too)."""
@@ -372,6 +379,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         assert page.inner_text("#logged-in").startswith("Ana Lima")
 
         page.click("#field-age_control a >> nth=0")
+        _wait_field(page, "age_control")  # in place: the field's part of the page swapped in, no reload
         assert page.inner_text("#selected-field") == "age_control" and page.locator("#approve").count() == 0
         page.click("#next-page")  # page through the paper
         page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '2'")
@@ -404,6 +412,44 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
             box = page.locator(button).bounding_box()
             assert box["y"] >= 0 and box["y"] + box["height"] <= 768, (button, box)
 
+        # the desk in place: keys move between fields and a decision lands without a reload; the paper keeps its
+        # page and its turn; a row of Table 6 selected on page 6 is the quote, graded on those words, on that page
+        page.evaluate("window.samePage = true")
+        page.goto(f"{site}/documents/{KEY}?field=mean_control")
+        page.evaluate("window.samePage = true")
+        page.fill("#page-number", "6")
+        page.dispatch_event("#page-number", "change")
+        page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '6'")
+        page.keyboard.press("Escape")  # out of the page box: the keys are the desk's again
+        page.keyboard.press("t")
+        assert page.get_attribute("#viewer", "data-rotation") == "90"
+        assert "rotate=90" in page.get_attribute("#page-image", "src")
+        page.keyboard.press("t")
+        page.keyboard.press("t")
+        page.keyboard.press("t")  # a full turn: upright again
+        assert page.get_attribute("#viewer", "data-rotation") == "0"
+        page.keyboard.press("j")
+        _wait_field(page, "sd_control")  # the next in the template's order
+        page.keyboard.press("k")
+        _wait_field(page, "mean_control")
+        assert page.get_attribute("#viewer", "data-page") == "6"
+        _drag_across(page, "Waterx", "1.80")
+        assert page.inner_text("#selected-text") == "Waterx 2.19* 1.63 1.78*** 1.80"
+        page.click("#use-selection")
+        page.fill("#correct-value", "2.19")
+        page.press("#correct-value", "Enter")
+        page.wait_for_selector("text=correct recorded for mean_control by Ana Lima")
+        assert page.get_attribute("#viewer", "data-page") == "6"  # the next field has no quote: the paper stays
+        page.keyboard.press("k")
+        _wait_field(page, "mean_control")
+        assert page.inner_text("#person-quote-tier") == "verified" and "on page 6" in page.inner_text("#person-quote")
+        assert page.locator("#page .highlight").count() == 5  # exactly the words selected
+        assert page.evaluate("window.samePage === true")  # no reload all along
+        assert "field=mean_control" in page.url  # the address follows, for a reload or a link
+        for button in ("#correct", "#page-image", "#selected-field"):  # 1366×768: the field and the paper in view
+            box = page.locator(button).bounding_box()
+            assert box["y"] >= 0 and box["y"] < 768, (button, box)
+
         # the outcome grid: a row by arm, typed from Table 5 on page 5
         grid = page.locator("#grid-outcomes")
         for name, value in {
@@ -434,7 +480,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         assert page.inner_text("#field-funding_source [data-provenance]") == "rejected"
         page.goto(f"{site}/documents/{KEY}?field=funding_source")
         page.click("#undo")
-        page.wait_for_selector("text=undo of reject undone for funding_source by Ana Lima")
+        page.wait_for_selector("text=Ana Lima's reject of funding_source undone")
         assert page.inner_text("#field-funding_source [data-provenance]") == "awaiting_review"
         page.goto(f"{site}/documents/{KEY}?field=nct_number")
         page.select_option("#reject-reason", "not_reported")
