@@ -50,7 +50,7 @@ from atlas_pipeline.review.decisions import (
     withdraw,
 )
 from atlas_pipeline.review.derivations import DERIVED_TIER
-from atlas_pipeline.review.entry_grid import entry_refusal, grid_edits
+from atlas_pipeline.review.entry_grid import NEW_ROW, CellQuote, cell_quotes, entry_refusal, grid_edits
 from atlas_pipeline.review.evidence import find_in_document, page_words, render_page
 from atlas_pipeline.review.extraction_team import comparison
 from atlas_pipeline.review.final_values import decisions_by_field, review_document
@@ -434,8 +434,33 @@ def _check_entry(group, given: dict[str, str]) -> list:
     return values
 
 
+def _quote_evidence(page: ReviewPage, key: str, given: CellQuote | None) -> dict[str, Any]:
+    """A cell's quote as ``decide`` takes it: words selected on a page graded on themselves, a typed one in the
+    document's text (``review.person_quotes``)."""
+    if given is None:
+        return {}
+    page_number = _page_number(given.page)
+    selection = Selection.parse(page_number, given.words)
+    chosen = selected_words(page.store, key, selection, given.quote) if selection else None
+    scope = chosen or document_scope(page.store, key)
+    return {
+        "quote": given.quote,
+        "scope": scope,
+        "selected_on": page_number,
+        "selection": selection if chosen is not None else None,
+    }
+
+
 def _add_entry(
-    page: ReviewPage, key: str, record, group, given: dict[str, str], reviewer: str, form, standing: _Standing
+    page: ReviewPage,
+    key: str,
+    record,
+    group,
+    given: dict[str, str],
+    reviewer: str,
+    form,
+    standing: _Standing,
+    quotes: dict[str, CellQuote] | None = None,
 ) -> int:
     """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
     value is checked before any is recorded. Returns the entry's number."""
@@ -459,6 +484,7 @@ def _add_entry(
             note=str(form.get("note") or ""),
             role=standing.role,
             blind_to=standing.blind_to,
+            **_quote_evidence(page, key, (quotes or {}).get(field.name)),
         )
     return number
 
@@ -550,11 +576,15 @@ async def save_grid(request: Request) -> Response:
                 identity=group.identity,
                 value=edit.value or None,
                 reason="" if edit.value else "not_reported",
-                note="edited in the grid" if edit.value else "emptied in the grid",
+                note=("edited in the grid" if edit.value != edit.was else "quoted in the grid")
+                if edit.value
+                else "emptied in the grid",
                 role=standing.role,
                 blind_to=standing.blind_to,
+                **_quote_evidence(page, key, edit.quote),
             )
-        number = _add_entry(page, key, record, group, new_row, reviewer, form, standing) if new_row else None
+        quotes = {bare: quote for (entry, bare), quote in cell_quotes(form).items() if entry == NEW_ROW}
+        number = _add_entry(page, key, record, group, new_row, reviewer, form, standing, quotes) if new_row else None
     except DecisionRefused as refused:
         context = document_context(page, request, key, error=str(refused))
         return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)

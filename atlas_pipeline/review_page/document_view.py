@@ -16,7 +16,7 @@ from atlas_pipeline.review.decisions import (
     load_decisions,
 )
 from atlas_pipeline.review.derivations import DERIVED_TIER
-from atlas_pipeline.review.entry_grid import entry_grid
+from atlas_pipeline.review.entry_grid import KIND_LABELS, entry_grid
 from atlas_pipeline.review.evidence import locate_quote, selected_evidence, text_evidence
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, decisions_by_field, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
@@ -91,6 +91,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "modules": list(modules.values()),
         "groups": template.groups,
         "grids": grids,
+        "kind_labels": KIND_LABELS,
         "by_hand": record is not None and record.mode == "skip",
         "selected": selected,
         "evidence": _evidence(page, key, record, selected, _page_asked(request)) if selected else None,

@@ -93,8 +93,16 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
         assert status == 409 and "no value was extracted for nct_number" in body
 
         # the outcome grid: a new row from Table 5 on page 5, then one of its cells changed, one emptied
-        _selected(_words(site, 5), "White Grape Juice 47.5 38.9 Water * 26.5 27.4")
+        words = _words(site, 5)
+        row_words = _selected(words, "White Grape Juice 47.5 38.9 Water * 26.5 27.4")
+        start = next(i for i in range(len(words)) if " ".join(words[i : i + 9]) == row_words)
+        cell_quote = {  # the cell chosen, the row's words selected on page 5: the cell's quote, as a field's
+            "quote:new:mean_intervention": row_words,
+            "quote_page:new:mean_intervention": "5",
+            "quote_words:new:mean_intervention": f"{start}-{start + 8}",
+        }
         new_row = {
+            **cell_quote,
             "cell:new:outcome": "Duration of diarrhea",
             "cell:new:time_point": "after randomization",
             "cell:new:intervention": "White Grape Juice",
@@ -117,6 +125,26 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
         }
         status, page = _post(f"{site}/documents/{KEY}/groups/outcomes/grid", {**shown, **edits})
         assert status == 200 and "outcomes grid: 2 cell(s) changed by ana" in page
+        checks = {d.field: d.quote_check for d in load_decisions(atlas.store(), KEY)}
+        assert (checks["outcomes[1001].mean_intervention"].tier, checks["outcomes[1001].mean_intervention"].page) == (
+            "verified",
+            5,
+        )
+        quoted = {  # a value left as it was, given its quote: its evidence now, the value unchanged
+            "cell:1001:sd_intervention": "38.9",
+            "was:1001:sd_intervention": "38.9",
+            "quote:1001:sd_intervention": row_words,
+            "quote_page:1001:sd_intervention": "5",
+            "quote_words:1001:sd_intervention": f"{start}-{start + 8}",
+        }
+        status, page = _post(f"{site}/documents/{KEY}/groups/outcomes/grid", {**shown, **quoted})
+        assert status == 200 and "outcomes grid: 1 cell(s) changed by ana" in page
+        assert page.count(" quoted") >= 2  # both cells show they have their quote
+        status, page = _post(  # a whole row, analysable: its cell's quote goes with it to RevMan
+            f"{site}/documents/{KEY}/groups/outcomes/grid",
+            {**shown, **new_row, "cell:new:outcome": "Hospital stay", "cell:new:n_intervention": "30", **cell_quote},
+        )
+        assert status == 200 and "entry 1002 added" in page
         status, page = _post(
             f"{site}/documents/{KEY}/groups/outcomes/grid",
             {**shown, "cell:1001:sd_comparator": "many", "was:1001:sd_comparator": "27.5"},
@@ -144,3 +172,7 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
     assert rows["outcomes[1001].sd_comparator"]["final_value"] == "27.5"
     assert rows["outcomes[1001].mean_intervention"]["provenance"] == "reviewer_added"
     assert rows["outcomes[1001].n_comparator"]["provenance"] == "rejected"
+    assert rows["outcomes[1001].mean_intervention"]["corrected_quote_tier"] == "verified"
+    results = pl.read_csv(f"{settings.exports}/atlas_revman_study_results.csv", infer_schema=False)
+    notes = " ".join(results["Footnotes"].fill_null(""))
+    assert f'"{row_words}"' in notes, notes  # the grid cell's quote in RevMan's footnote

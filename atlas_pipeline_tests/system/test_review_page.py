@@ -469,6 +469,33 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.locator('input[name="cell:1001:n_comparator"]').fill("30")
         page.click("#save-grid-outcomes")
         page.wait_for_selector("text=outcomes grid: 1 cell(s) changed by Ana Lima")
+        # a cell takes its quote by selection, as a field does: chosen, the row's words dragged across on page 5
+        page.click('input[name="cell:1001:mean_intervention"]')
+        page.fill("#page-number", "5")
+        page.dispatch_event("#page-number", "change")
+        page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '5'")
+        texts = page.locator("#words .word").evaluate_all("spans => spans.map(s => s.title)")
+        row = next(i for i in range(len(texts)) if texts[i : i + 4] == ["White", "Grape", "Juice", "47.5"])
+        _drag_across(page, "White", "27.4", after=row)  # Table 5's row, not Table 4's header above it
+        page.click("#use-selection")
+        assert page.input_value('input[name="quote_page:1001:mean_intervention"]') == "5"
+        page.click("#save-grid-outcomes")
+        page.wait_for_selector("text=outcomes grid: 1 cell(s) changed by Ana Lima")
+        cell = page.locator('#entry-outcomes-1001 td:has(input[name="cell:1001:mean_intervention"])')
+        assert "quoted" in cell.get_attribute("class") and "“White Grape Juice 47.5 38.9" in cell.locator(
+            'input[name="cell:1001:mean_intervention"]'
+        ).get_attribute("title")
+        # the row is continuous: no events columns in it; its name stays in view while the grid scrolls sideways
+        assert page.locator('#entry-outcomes-1001 input[name="cell:1001:events_intervention"]').count() == 0
+        assert page.locator("#entry-outcomes-1001 td.off").count() > 0
+        grid = page.locator("#grid-outcomes")
+        left = grid.bounding_box()["x"]
+        page.eval_on_selector("#grid-outcomes", "g => { g.scrollLeft = g.scrollWidth; }")
+        assert page.eval_on_selector("#grid-outcomes", "g => g.scrollLeft") > 0  # it did scroll
+        for name in ("outcome", "time_point", "intervention", "comparator"):
+            box = page.locator(f'input[name="cell:1001:{name}"]').bounding_box()
+            assert left <= box["x"] < left + grid.bounding_box()["width"] / 2, (name, box)
+        page.eval_on_selector("#grid-outcomes", "g => { g.scrollLeft = 0; }")
         page.locator("#grid-outcomes").scroll_into_view_if_needed()
         shoot(page, "review-grid.png")
 
