@@ -98,7 +98,7 @@ def _select_row(page) -> None:
 
 def _loop(page, site: str, in_place: bool) -> dict[str, list]:
     page.goto(f"{site}/documents/{KEY}?field={FIELDS[0]}")
-    page.evaluate(f"sessionStorage.setItem('atlas-desk-reloads', '{'0' if in_place else '1'}')")
+    page.evaluate(f"sessionStorage.setItem('atlas-whole-pages', '{'0' if in_place else '1'}')")
     page.reload()
     page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded")
     times: dict[str, list] = {"save": [], "next field": [], "grid cell": [], "paper after": [], "whole pages": []}

@@ -15,7 +15,7 @@ from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.grading.agreement import KAPPA_KINDS, ValueAgreement, agreement_statistics, cohen_kappa, same_value
 from atlas_pipeline.outputs.completion import DocumentState
 
-PERSON_DECIDED = frozenset({"reviewer_approved", "reviewer_corrected", "rejected"})
+PERSON_DECIDED = frozenset({"reviewer_approved", "reviewer_corrected", "reviewer_added", "rejected"})
 AGREEMENT_SCHEMA = {
     "field": pl.String,
     "models_compared": pl.Int64,

@@ -29,6 +29,7 @@ from atlas_pipeline.outputs.analysis_files import (
 from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
 from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER, forest_plots, forest_svg
 from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
+from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import STUDIES_STEM, STUDY_SCHEMA, studies, studies_frame
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
@@ -614,7 +615,7 @@ def write_exports(
         export_path(EXCLUDED_STEM, "csv"),
         lambda: _encode(clean(excluded_frame(excluded)), "csv"),
     )
-    plots = lenient([FOREST_FOLDER], lambda: forest_plots(escalc), None)
+    plots = lenient([FOREST_FOLDER], lambda: forest_plots(escalc, study_labels(found)), None)
     for plot in plots or []:
         put(f"forest_{plot.slug}", f"{FOREST_FOLDER}/{plot.slug}.svg", lambda plot=plot: forest_svg(plot).encode())
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scipy import stats
@@ -42,6 +42,11 @@ class Effect:
     evidence_field: str  # the field whose evidence the row links to
     note: str = ""  # "not estimable: no events in either arm", or the study's other entries
     derived: str = ""  # the derived values the effect rests on
+    label: str = ""  # the study's name as every file and page gives it (``outputs.study_labels``)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.study_id
 
     @property
     def estimable(self) -> bool:
@@ -142,9 +147,11 @@ def _slug(outcome: str, measure: str, taken: set[str]) -> str:
     return slug
 
 
-def forest_plots(escalc: dict[str, list[dict]]) -> list[ForestPlot]:
+def forest_plots(escalc: dict[str, list[dict]], labels: Mapping[str, str] | None = None) -> list[ForestPlot]:
     """One plot per outcome (its name as written, case and spacing aside) and measure, from the escalc rows
-    (``analysis_files.escalc_rows``: one row per study entry)."""
+    (``analysis_files.escalc_rows``: one row per study entry); ``labels``: each study's name as RevMan's files give
+    it (``study_labels``), else its id."""
+    labels = labels or {}
     plots: dict[tuple[str, str], ForestPlot] = {}
 
     def plot_for(row: dict, measure: str) -> ForestPlot:
@@ -158,7 +165,7 @@ def forest_plots(escalc: dict[str, list[dict]]) -> list[ForestPlot]:
             note = "; ".join(part for part in (why, row.get("note") or "") if part)
             effect = Effect(
                 row["study_id"], row["document_key"], row["entry"], row["time_point"] or "", yi, vi, evidence,
-                note, row.get("derived") or "",
+                note, row.get("derived") or "", labels.get(row["study_id"], ""),
             )  # fmt: skip
             plot_for(row, measure).effects.append(effect)
 
@@ -177,12 +184,12 @@ def forest_plots(escalc: dict[str, list[dict]]) -> list[ForestPlot]:
     taken: set[str] = set()
     for plot in sorted(plots.values(), key=lambda plot: (plot.outcome.lower(), plot.measure)):
         plot.slug = _slug(plot.outcome, plot.measure, taken)
-        plot.effects.sort(key=lambda effect: (effect.study_id, effect.time_point, effect.entry))
+        plot.effects.sort(key=lambda effect: (effect.name.casefold(), effect.time_point, effect.entry))
         estimable = [effect for effect in plot.effects if effect.estimable]
         counts: dict[str, int] = {}
         for effect in estimable:
             counts[effect.study_id] = counts.get(effect.study_id, 0) + 1
-        repeated = sorted(study for study, count in counts.items() if count > 1)
+        repeated = sorted(labels.get(study) or study for study, count in counts.items() if count > 1)
         if repeated:
             plot.note = (
                 f"not pooled: {', '.join(repeated)} appear(s) more than once (several time points or comparisons "
@@ -251,7 +258,7 @@ def forest_svg(plot: ForestPlot, link: Callable[[Effect], str] | None = None) ->
     ]
     for number, effect in enumerate(plot.effects):
         y = top + step * number + step / 2
-        label = effect.study_id + (f" · {effect.time_point}" if effect.time_point else "")
+        label = effect.name + (f" · {effect.time_point}" if effect.time_point else "")
         label += " *" if effect.derived else ""
         tip = f"{effect.document_key}: {plot.outcome}" + (f" — {effect.note}" if effect.note else "")
         tip += f" — derived: {effect.derived}" if effect.derived else ""

@@ -38,6 +38,7 @@ from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import RATIOS, Entry, arm_rows, entry_key
 from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.outputs.workbook import neutralise_text
 
@@ -100,57 +101,6 @@ def _text(value: Any) -> str:
 def _short(quote: str | None) -> str:
     quote = " ".join((quote or "").split())
     return quote if len(quote) <= QUOTE_LENGTH else quote[: QUOTE_LENGTH - 1] + "…"
-
-
-SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})
-GROUP_AUTHOR = re.compile(r"(?i)\b(group|collaborat\w*|investigators|consortium|network|committee|team|trial)\b")
-
-
-def surname_of(author: str) -> str:
-    """The family name of an author as papers write it — "DeWalt, Darren A", "DeWalt DA", "Smith J.A.",
-    "Darren A. DeWalt", "John Smith Jr" — or a group author's whole name ("WHO Collaborative Group")."""
-    author = " ".join(author.split())
-    if GROUP_AUTHOR.search(author):
-        return author
-    if "," in author:
-        return author.split(",", 1)[0].strip()
-    words = [word for word in author.split() if word.lower().strip(".") not in SUFFIXES]
-    initials = [bool(re.fullmatch(r"(?:[A-Z]\.?-?){1,3}", word)) for word in words]
-    if len(words) > 1 and initials[-1] and not any(initials[:-1]):
-        return words[0]  # Vancouver style: the initials follow the family name ("DeWalt DA", "Smith J.A.")
-    return words[-1] if words else ""  # "Darren A DeWalt", "Darren A LI"
-
-
-def study_labels(studies: list[Study]) -> dict[str, str]:
-    """Each study's RevMan name (``Study``): first author and year, made unique with a, b … as Cochrane does."""
-    wanted: dict[str, str] = {}
-    for study in studies:
-        value = study.values.get("study_id")
-        label = _text(value.value) if value is not None and value.state != "conflict" else ""
-        if not label:
-            parsed = next((r.parse for r in study.reports if r.parse and r.parse.authors), None)
-            if parsed is not None:
-                surname = surname_of(parsed.authors[0])
-                label = f"{surname} {parsed.year}" if surname and parsed.year else surname
-        wanted[study.id] = label or study.id
-    counts: dict[str, int] = {}
-    for label in wanted.values():
-        counts[label.casefold()] = counts.get(label.casefold(), 0) + 1
-    taken = {label.casefold() for label in wanted.values() if counts[label.casefold()] == 1}
-    labels = {}
-    for study_id, label in wanted.items():
-        if counts[label.casefold()] > 1:
-            label = next(f"{label}{suffix}" for suffix in _suffixes() if f"{label}{suffix}".casefold() not in taken)
-            taken.add(label.casefold())
-        labels[study_id] = label
-    return labels
-
-
-def _suffixes() -> Iterable[str]:
-    """a, b, … z, then aa, ab …: as many as a review needs."""
-    letters = [chr(code) for code in range(ord("a"), ord("z") + 1)]
-    yield from letters
-    yield from (first + second for first in letters for second in letters)
 
 
 def _year(study: Study) -> str:

@@ -8,13 +8,11 @@ page is highlighted and the result says how it was matched (``whole``, ``pieces`
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass, field
 
 PAGE_ZOOM = 1.5  # 108 dpi: readable on a laptop screen, a few hundred KB per page
 MAX_PAGE_PIXELS = 3_000  # the longer side of a page image: a 14,400 pt page is drawn smaller, not at 21,600 px
-CONTEXT_CHARS = 1200
 MIN_PIECE_CHARS = 8
 WORDS_PER_PIECE = 5
 
@@ -177,22 +175,23 @@ def render_page(pdf: bytes, number: int, zoom: float = 1.0, rotate: int = 0) -> 
             raise ValueError(f"page {number} could not be drawn ({type(error).__name__})") from None
 
 
-def text_evidence(text: str, start: int | None, end: int | None, quote: str | None, whole: bool = False) -> str:
-    """HTML (escaped) of the text around the quote's span with the span in ``<mark>``; when the span is unknown the
-    quote is looked for as written, and when it is not there the start of the text is shown with no mark.
-    ``whole``: the whole text (the review page's reader, where a person finds and selects what the model missed)."""
+_OPEN, _CLOSE = "\ue000", "\ue001"  # private-use marks of the quote's span, through the markdown renderer
+
+
+def reader_html(text: str, start: int | None, end: int | None, quote: str | None) -> str:
+    """A text document's markdown (JATS, HTML, text as parsed) rendered as the report reads — headings, paragraphs,
+    lists, its tables as tables — with the quote's span in ``<mark>`` (each line and table cell of it marked on its
+    own, so no mark crosses a block); raw HTML in the text is shown as text, never run."""
+    from markdown_it import MarkdownIt
+
+    text = text.replace(_OPEN, "").replace(_CLOSE, "")
     if start is None or end is None or not (0 <= start < end <= len(text)):
         found = text.find(quote) if quote else -1
-        if found < 0:
-            return html.escape(text if whole else text[: 2 * CONTEXT_CHARS])
-        start, end = found, found + len(quote or "")
-    lo, hi = (0, len(text)) if whole else (max(0, start - CONTEXT_CHARS), min(len(text), end + CONTEXT_CHARS))
-    return (
-        ("…" if lo else "")
-        + html.escape(text[lo:start])
-        + '<mark id="evidence">'
-        + html.escape(text[start:end])
-        + "</mark>"
-        + html.escape(text[end:hi])
-        + ("…" if hi < len(text) else "")
-    )
+        start, end = (found, found + len(quote or "")) if found >= 0 else (None, None)
+    if start is not None and end is not None:
+        pieces = re.split(r"(\n|\|)", text[start:end])
+        marked = "".join(p if p in ("\n", "|") or not p.strip() else f"{_OPEN}{p}{_CLOSE}" for p in pieces)
+        text = text[:start] + marked + text[end:]
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    rendered = rendered.replace(_OPEN, '<mark id="evidence">', 1).replace(_OPEN, "<mark>").replace(_CLOSE, "</mark>")
+    return rendered

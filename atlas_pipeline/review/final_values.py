@@ -5,7 +5,8 @@ Provenance of a final value:
 - ``model_verified``: no one decided, and the team's policy accepts the field's tier as it is (``verified`` by
   default; never a flagged field);
 - ``reviewer_approved`` / ``reviewer_corrected`` / ``rejected``: the latest decision on the field;
-- ``reviewer_added``: a value of an entry the model missed (a repeating group's row a person added);
+- ``reviewer_added``: a value a person entered where the model gave none (a field extracted by hand, a cell the
+  model left empty, a repeating group's row a person added);
 - ``awaiting_review``: a person has to look;
 - ``recheck``: a person decided, but the model's value has changed since (new model, template or bytes): the old
   decision is shown with the old and the new value and a person decides again. A decision whose value did not
@@ -198,6 +199,8 @@ def review_field(
         latest = adjudications[-1] if adjudications else current[-1]
         base.adjudicated_by = latest.reviewer if adjudications else ""
         base.provenance = _BY_ACTION[latest.action]  # type: ignore[assignment]
+        if latest.action == "correct" and model_value is None:  # nothing to correct: the person's own value
+            base.provenance = "reviewer_added"
         base.final_value = (
             latest.value if latest.action == "correct" else (None if latest.action == "reject" else model_value)
         )

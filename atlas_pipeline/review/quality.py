@@ -29,7 +29,7 @@ def review_quality(reviews: list[DocumentReview]) -> list[QualityRow]:
     tally: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: {"approve": 0, "correct": 0, "reject": 0})
     for review in reviews:
         for field in review.fields.values():
-            if field.provenance not in ("reviewer_approved", "reviewer_corrected", "rejected"):
+            if field.provenance not in ("reviewer_approved", "reviewer_corrected", "reviewer_added", "rejected"):
                 continue
             for name in (field.field, "(all)"):
                 tally[(name, field.tier or "unknown")][field.decision] += 1

@@ -14,6 +14,7 @@ from starlette.templating import Jinja2Templates
 from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
 from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg
+from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.review_page.page_state import ReviewPage
@@ -29,9 +30,10 @@ def analysis(request: Request, templates: Jinja2Templates) -> Response:
     page: ReviewPage = request.app.state.page
     template = page.template()
     states = page.visible_states(request)  # where the person extracts blind: their own values only
-    entries, excluded = study_entries(studies(states, template, load_choices(page.store)), template)
+    found = studies(states, template, load_choices(page.store))
+    entries, excluded = study_entries(found, template)
     plots, problems = [], []
-    for plot in forest_plots(escalc_rows(entries)):
+    for plot in forest_plots(escalc_rows(entries), study_labels(found)):  # studies named as RevMan's files name them
         try:
             plots.append((plot, Markup(forest_svg(plot, link=_evidence))))
         except Exception as error:  # one plot that cannot be drawn never takes the page down: said in its place

@@ -17,12 +17,21 @@ from atlas_pipeline.review.decisions import (
 )
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import KIND_LABELS, entry_grid
-from atlas_pipeline.review.evidence import locate_quote, selected_evidence, text_evidence
+from atlas_pipeline.review.evidence import locate_quote, reader_html, selected_evidence
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, decisions_by_field, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 NEEDS_PERSON = ("awaiting_review", "recheck")
+PROVENANCE_MEANINGS = {  # what each final value's badge says when pointed at
+    "model_verified": "accepted by the team's policy: the model's quote holds; no person decided",
+    "reviewer_approved": "accepted by a person: the model's value, approved",
+    "reviewer_corrected": "a person's value in place of the model's",
+    "reviewer_added": "a person's value where the model gave none",
+    "rejected": "rejected by a person (with the reason)",
+    "awaiting_review": "waits for a person",
+    "recheck": "a person decided on a value the model no longer gives: decide again",
+}
 
 
 def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Decision]) -> dict[str, Any]:
@@ -92,6 +101,7 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "groups": template.groups,
         "grids": grids,
         "kind_labels": KIND_LABELS,
+        "meanings": PROVENANCE_MEANINGS,
         "by_hand": record is not None and record.mode == "skip",
         "selected": selected,
         "evidence": _evidence(page, key, record, selected, _page_asked(request)) if selected else None,
@@ -160,7 +170,7 @@ def _evidence(
     text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
     return {
         "kind": "text",
-        "html": text_evidence(text, extracted.get("start"), extracted.get("end"), quote, whole=True),
+        "html": reader_html(text, extracted.get("start"), extracted.get("end"), quote),
         "found": extracted.get("start") is not None or bool(quote and quote in text),
     }
 

@@ -12,6 +12,7 @@ from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.knowledge.studies import link, unlink
+from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import Study, studies
 from atlas_pipeline.review.decisions import DecisionRefused
 from atlas_pipeline.review.study_values import choose, load_choices
@@ -26,7 +27,12 @@ def _all(page: ReviewPage, request: Request) -> list[Study]:
 def study_list(request: Request, templates: Jinja2Templates) -> Response:
     page: ReviewPage = request.app.state.page
     found = _all(page, request)
-    context = {"studies": found, "reviewer": page.reviewer(request), "message": request.query_params.get("message", "")}
+    context = {
+        "studies": found,
+        "labels": study_labels(found),  # the names RevMan's files and the forest plots give them
+        "reviewer": page.reviewer(request),
+        "message": request.query_params.get("message", ""),
+    }
     return templates.TemplateResponse(request, "studies.html", context)
 
 
@@ -40,6 +46,7 @@ def study_detail(request: Request, templates: Jinja2Templates, error: str = "", 
     user = page.user(request)
     context = {
         "study": study,
+        "label": study_labels(found).get(study.id, study.id),
         "may_settle": user is None or user.may_settle(),
         "others": [s for s in found if s.id != study.id],
         "reviewer": page.reviewer(request),

@@ -162,7 +162,7 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
     rows = {row["field"]: row for row in fields.filter(pl.col("document_key") == KEY).iter_rows(named=True)}
     assert len([n for n in rows if "[" not in n]) == len(atlas.load_template().fields)  # every field, by hand
     age = rows["age_control"]
-    assert (age["final_value"], age["provenance"], age["decided_by"]) == ("11.09", "reviewer_corrected", "ana")
+    assert (age["final_value"], age["provenance"], age["decided_by"]) == ("11.09", "reviewer_added", "ana")
     assert (age["corrected_quote_tier"], age["corrected_quote_page"]) == ("verified", 4)
     assert rows["age_treatment"]["corrected_quote_tier"] == "unverified"
     assert (

@@ -455,15 +455,22 @@ def test_a_decision_made_while_atlas_run_works_reaches_that_runs_exports(llm_ser
     assert (row["decided_by"], row["provenance"]) == ("ana", "reviewer_approved")
 
 
-def test_text_evidence_marks_the_span_and_escapes_the_document():
-    from atlas_pipeline.review.evidence import text_evidence
+def test_a_text_report_reads_as_formatted_text_with_the_span_marked_and_nothing_run():
+    from atlas_pipeline.review.evidence import reader_html
 
-    text = "Intro <script>alert(1)</script>. We randomised 40 adults to drug or placebo. End."
+    text = (
+        "# Methods\n\nIntro <script>alert(1)</script>. We randomised 40 adults to drug or placebo. End.\n\n"
+        "| Arm | n |\n|---|---|\n| Drug | 20 |\n| Placebo | 20 |\n\n[x](javascript:alert(1))\n"
+    )
     start = text.index("We randomised")
-    html = text_evidence(text, start, start + len("We randomised 40 adults"), "We randomised 40 adults")
+    html = reader_html(text, start, start + len("We randomised 40 adults"), "We randomised 40 adults")
     assert '<mark id="evidence">We randomised 40 adults</mark>' in html and "<script>" not in html
-    assert "&lt;script&gt;" in html
-    assert "<mark" not in text_evidence(text, None, None, "not in the text")
+    assert "&lt;script&gt;" in html and "<h1>Methods</h1>" in html and 'href="javascript' not in html
+    assert "<table>" in html and "<td>Drug</td>" in html  # the report's table is a table
+    row = text.index("Drug | 20")
+    across = reader_html(text, row, row + len("Drug | 20"), None)  # a span across cells: a mark in each
+    assert '<td><mark id="evidence">Drug </mark></td>' in across and "<mark> 20</mark>" in across
+    assert "<mark" not in reader_html(text, None, None, "not in the text")
 
 
 def test_a_reviewer_name_must_read_as_written(llm_server, run):

@@ -2,6 +2,7 @@
 shared registration, values extracted by hand in each, the agreeing one the study's, the differing one a conflict
 until a person takes one report's value, and the exports keyed by study as well as by document."""
 
+import re
 import urllib.parse
 
 import polars as pl
@@ -43,6 +44,8 @@ def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, sett
 
         status, page = http_request(f"{site}/studies")
         assert status == 200 and f'data-study="{STUDY}"' in page and f"/documents/{JATS}" in page
+        label = re.search(r"data-label>([^<]+)<", page).group(1)  # named as RevMan's files and the plots name it
+        assert re.fullmatch(r"[\w' -]+ (19|20)\d\d[a-z]?", label) and label != STUDY, label
         status, page = http_request(f"{site}/studies/{STUDY}")
         assert status == 200
         assert (

@@ -233,6 +233,7 @@ def test_a_reviewer_settles_two_extractors_differences_in_the_browser(tmp_path):
             page.goto(f"{site}/disagreements")  # what waits for a person, and agreement per field
             waiting = page.locator("#extractors + p + table").inner_text()
             assert "n_control" in waiting and "sd_control" in waiting and "n_treatment" not in waiting
+            assert "30 were given colored and flavored water" in waiting  # each extractor's value with its quote
             table = page.inner_text("#agreement-table")
             assert "n_control\t0.0% of 1" in table and "n_treatment\t100.0% of 1" in table, table
             page.goto(f"{site}/documents/{KEY}?field=n_control")
@@ -401,7 +402,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.wait_for_selector("text=correct recorded for age_control by Ana Lima")
         page.goto(f"{site}/documents/{KEY}?field=age_control")
         assert page.inner_text("#person-quote-tier") == "verified" and "on page 4" in page.inner_text("#person-quote")
-        assert page.inner_text("#field-age_control [data-provenance]") == "reviewer_corrected"
+        assert page.inner_text("#field-age_control [data-provenance]") == "reviewer_added"
         # on a 1366×768 screen the field and its buttons stay in view while the paper scrolls beside them
         page.fill("#find-text", "Duration of diarrhea")
         page.click("#find-button")

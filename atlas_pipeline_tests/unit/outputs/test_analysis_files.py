@@ -3,6 +3,7 @@ typed for one outcome are one entry —, the same numbers in metafor's file, Rev
 study sets, and through R), implausible values left out and named, and a forest plot a statistician would publish."""
 
 import csv
+import html
 import io
 import math
 import random
@@ -17,6 +18,7 @@ from atlas_pipeline.core.templates import load_template
 from atlas_pipeline.outputs.analysis_files import escalc_frames, escalc_rows, study_entries
 from atlas_pipeline.outputs.forest_plots import dersimonian_laird, forest_plots, forest_svg, log_risk_ratio
 from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
+from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline_tests.support.records import accepted_report
 
@@ -41,7 +43,7 @@ def _files(states, choices=None):
     escalc = escalc_rows(entries)
     revman = revman_files(found, TEMPLATE, entries, escalc)
     results = list(csv.DictReader(io.StringIO(revman[REVMAN_STEMS["study_results"]].decode("utf-8-sig"))))
-    return escalc, forest_plots(escalc), results, excluded
+    return escalc, forest_plots(escalc, study_labels(found)), results, excluded
 
 
 def test_two_reports_and_two_peoples_entries_of_one_outcome_are_one_study_entry():
@@ -133,6 +135,9 @@ def test_metafor_revman_and_the_plot_read_the_same_numbers_on_random_study_sets(
         assert float(contrast["Exp mean"]) == row["estimate"] and float(contrast["Exp CI start"]) == row["ci_lower"]
     plot = next(p for p in plots if p.outcome == "Death")
     assert sorted(e.study_id for e in plot.effects) == sorted(studies_)
+    svg = forest_svg(plot)
+    for effect in plot.effects:  # one name per study: the plot's row says what RevMan's files say
+        assert effect.name == labels[effect.study_id] and f">{html.escape(effect.name)}" in svg
     for effect in plot.effects:
         row = next(r for r in deaths if r["study_id"] == effect.study_id)
         if effect.estimable:

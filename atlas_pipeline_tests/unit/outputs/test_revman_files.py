@@ -13,9 +13,8 @@ from atlas_pipeline.outputs.revman_files import (
     STUDY_ARMS_COLUMNS,
     csv_bytes,
     revman_files,
-    study_labels,
-    surname_of,
 )
+from atlas_pipeline.outputs.study_labels import study_labels, surname_of
 from atlas_pipeline.outputs.study_report import Study, studies
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue
 from atlas_pipeline.store.records import ParseRecord
