@@ -47,10 +47,11 @@ def _login(site: str, name: str, password: str, headers: dict | None = None) -> 
 def page_for(knowledge_base, settings_for, instance, monkeypatch):
     """A review page with two accounts, on given settings; counts the password checks it makes."""
     from atlas_pipeline.review_page import app as review_app
+    from atlas_pipeline.review_page import login_routes
 
     checks = []
-    real = review_app.authenticate
-    monkeypatch.setattr(review_app, "authenticate", lambda *args: checks.append(args[1]) or real(*args))
+    real = login_routes.authenticate
+    monkeypatch.setattr(login_routes, "authenticate", lambda *args: checks.append(args[1]) or real(*args))
 
     def make(clock: Clock | None = None, **extra: str):
         settings = settings_for(knowledge_base, **extra)

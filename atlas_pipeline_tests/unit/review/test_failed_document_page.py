@@ -7,7 +7,7 @@ import pytest
 
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.review.final_values import review_document
-from atlas_pipeline.review_page.app import TEMPLATES
+from atlas_pipeline.review_page.common import TEMPLATES
 from atlas_pipeline.store.records import ExtractionRecord
 
 
