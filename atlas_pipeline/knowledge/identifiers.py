@@ -21,6 +21,19 @@ def _after_prefix(prefix: str) -> Callable[[str], str]:
     return lambda value: prefix + _spaceless(value)[len(prefix) :]
 
 
+_JPRN_PREFIXES = {"umin": "UMIN", "jrct": "jRCT", "japiccti": "JapicCTI", "jma-iia": "JMA-IIA"}
+
+
+def _jprn(value: str) -> str:
+    """A JPRN number without "JPRN-", its source's prefix as the source writes it, a jRCT's letter in lower case
+    ("JPRN-JRCTS031180001" → "jRCTs031180001")."""
+    found = re.match(r"(?i)^(?:JPRN-)?(umin|jrct|japiccti|jma-iia)(.*)$", value.strip())
+    if found is None:
+        return value.strip()
+    prefix, rest = _JPRN_PREFIXES[found[1].lower()], found[2]
+    return prefix + (rest.lower() if prefix == "jRCT" else rest.upper())
+
+
 @dataclass(frozen=True)
 class Registry:
     """A trial registry: its name, how its numbers are written, and one way of writing each (so a paper's "NCT
@@ -47,14 +60,10 @@ TRIAL_REGISTRIES: dict[str, Registry] = {
     "jprn": Registry(  # JPRN's sources write their own prefixes, with or without "JPRN-"
         "JPRN (Japan)",
         re.compile(r"(?<![\w-])(?:JPRN-)?(?:UMIN\d{9}|jRCT[a-z]?\d{7,10}|JapicCTI-\d{6}|JMA-IIA\d{5})\b", _I),
-        lambda value: re.sub(
-            r"(?i)^(JPRN-)?(umin|jrct|japiccti|jma-iia)",
-            lambda m: {"umin": "UMIN", "jrct": "jRCT", "japiccti": "JapicCTI", "jma-iia": "JMA-IIA"}[m[2].lower()],
-            value.strip(),
-        ),
+        lambda value: _jprn(value),
     ),
     "irct": Registry("IRCT (Iran)", re.compile(r"\bIRCT\d{6,16}N\d{1,3}\b", _I)),
-    "kct": Registry("CRiS (Korea)", re.compile(r"\bKCT\d{7}\b", _I)),
+    "kct": Registry("CRiS (Korea)", re.compile(r"\bKCT\d{7}\b")),
     "pactr": Registry("PACTR (Pan African)", re.compile(r"\bPACTR\d{15}\b", _I)),
     "rebec": Registry(
         "ReBEC (Brazil)", re.compile(r"\bRBR-[0-9a-z]{6,9}\b", _I), lambda value: "RBR-" + value[4:].lower()
@@ -64,15 +73,15 @@ TRIAL_REGISTRIES: dict[str, Registry] = {
     "rpcec": Registry("RPCEC (Cuba)", re.compile(r"\bRPCEC\d{8}\b", _I)),
     "lbctr": Registry("LBCTR (Lebanon)", re.compile(r"\bLBCTR\d{10}\b", _I)),
     "itmctr": Registry("ITMCTR (traditional medicine)", re.compile(r"\bITMCTR\d{10,12}\b", _I)),
-    "repec": Registry("REPEC (Peru)", re.compile(r"\bPER-\d{3}-\d{2}\b", _I)),
-    "ntr": Registry("Netherlands Trial Register / OMON", re.compile(r"\b(?:NTR\d{3,5}|NL-OMON\d{3,6})\b", _I)),
+    "repec": Registry("REPEC (Peru)", re.compile(r"\bPER-\d{3}-\d{2}\b")),
+    "ntr": Registry("Netherlands Trial Register / OMON", re.compile(r"\b(?:NTR\d{3,5}|NL-OMON\d{3,6})\b")),
     "euctr": Registry(  # EudraCT and CTIS numbers are bare digits: only after the register's name
         "EU Clinical Trials Register / CTIS",
-        re.compile(r"(?:EudraCT|EU\s?-?CTR?|CTIS)\b[^\n\d]{0,30}(\d{4}-\d{6}-\d{2}(?:-\d{2})?)\b", _I),
+        re.compile(r"\b(?:EudraCT|EU\s?-?CTR?|CTIS)\b[^\n\d]{0,30}(\d{4}-\d{6}-\d{2}(?:-\d{2})?)\b", _I),
         lambda value: "EUCTR" + re.search(r"\d{4}-\d{6}-\d{2}(?:-\d{2})?", value).group(0),  # type: ignore[union-attr]
     ),
 }
-REGISTRIES = tuple(TRIAL_REGISTRIES)  # the kinds that are trial registrations, in the order a study is named by
+REGISTRIES = tuple(TRIAL_REGISTRIES)  # the kinds that are trial registrations (``knowledge.studies`` names by them)
 
 PATTERNS: dict[str, re.Pattern[str]] = {
     "doi": re.compile(r"\b10\.\d{4,9}/[^\s\"<>|,;)\]]+", re.IGNORECASE),

@@ -86,9 +86,24 @@ class _Sets:
             self.parent[self.find(a)] = self.find(b)
 
 
+FIRST_REGISTRIES = ("nct", "isrctn", "actrn")  # a study is named by one of these first, as it always was
+
+
 def registrations(report: Report) -> list[str]:
     """The trial registrations the report names, each written one way (older records kept the text's own case)."""
     return [canonical_registration(kind, value) for kind in REGISTRIES for value in report.identifiers.get(kind, [])]
+
+
+def _naming_order(report: Report) -> dict[str, tuple[int, str]]:
+    """Each registration's rank as a study's name: ClinicalTrials.gov, ISRCTN and ANZCTR numbers first (by their
+    text, as studies were named before the other registries were read), then the others — so a registry number
+    found later never renames a study (its choices are kept under its name)."""
+    ranks = {}
+    for kind in REGISTRIES:
+        for value in report.identifiers.get(kind, []):
+            name = canonical_registration(kind, value)
+            ranks[name] = (0 if kind in FIRST_REGISTRIES else 1, name)
+    return ranks
 
 
 def group_studies(reports: Iterable[Report], links: StudyLinks | None = None) -> dict[str, str]:
@@ -121,7 +136,8 @@ def group_studies(reports: Iterable[Report], links: StudyLinks | None = None) ->
     # the registration names the study its reports are grouped in; a report a person set apart, or any other group
     # naming it too, is then named by its own first key — two studies never share a name
     for group in sorted(members.values(), key=lambda g: (any(r.key in apart for r in g), -len(g))):
-        names = sorted({r for report in group for r in registrations(report)} - taken)
+        ranks = {name: rank for report in group for name, rank in _naming_order(report).items()}
+        names = sorted(set(ranks) - taken, key=ranks.__getitem__)
         study = names[0] if names else sorted(report.key for report in group)[0]
         taken.add(study)
         for report in group:

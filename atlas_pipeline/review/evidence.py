@@ -181,7 +181,7 @@ _OPEN, _CLOSE = "\ue000", "\ue001"  # private-use marks of the quote's span, thr
 def reader_html(text: str, start: int | None, end: int | None, quote: str | None) -> str:
     """A text document's markdown (JATS, HTML, text as parsed) rendered as the report reads — headings, paragraphs,
     lists, its tables as tables — with the quote's span in ``<mark>`` (each line and table cell of it marked on its
-    own, so no mark crosses a block); raw HTML in the text is shown as text, never run."""
+    own, so no mark crosses a block); raw HTML in the text is shown as text, never run; an image is its text."""
     from markdown_it import MarkdownIt
 
     text = text.replace(_OPEN, "").replace(_CLOSE, "")
@@ -192,6 +192,7 @@ def reader_html(text: str, start: int | None, end: int | None, quote: str | None
         pieces = re.split(r"(\n|\|)", text[start:end])
         marked = "".join(p if p in ("\n", "|") or not p.strip() else f"{_OPEN}{p}{_CLOSE}" for p in pieces)
         text = text[:start] + marked + text[end:]
-    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    # no images: a picture in the text would make the reviewer's browser fetch it from its host
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image").render(text)
     rendered = rendered.replace(_OPEN, '<mark id="evidence">', 1).replace(_OPEN, "<mark>").replace(_CLOSE, "</mark>")
     return rendered

@@ -84,12 +84,13 @@ def refused_page(request: Request, why: str, what: str, status: int = 403) -> Re
     return TEMPLATES.TemplateResponse(request, "refused.html", context, status_code=status)
 
 
-def document_refused(request: Request, key: str, error: str) -> Response:
-    """The document's page again, with why the change to it was refused (409)."""
+def document_refused(request: Request, key: str, error: str, field: str = "", form: Any = None) -> Response:
+    """The document's page again, with why the change to it was refused (409): on the field and in the pass the
+    post was made from (the post's address names neither), so the next decision is made where this one was."""
     page: ReviewPage = request.app.state.page
-    return TEMPLATES.TemplateResponse(
-        request, "document.html", document_context(page, request, key, error=error), status_code=409
-    )
+    blind = str(form.get("blind") or "") if form is not None else ""
+    context = document_context(page, request, key, error=error, field=field, blind=blind if blind in BLINDNESS else "")
+    return TEMPLATES.TemplateResponse(request, "document.html", context, status_code=409)
 
 
 def not_adjudicator(request: Request, what: str) -> Response | None:

@@ -112,7 +112,7 @@ async def decision(request: Request) -> Response:
             selection=selection if scope is not None and selection_scope is scope else None,
         )
     except DecisionRefused as refused:
-        return document_refused(request, key, str(refused))
+        return document_refused(request, key, str(refused), field, form)
     go_to = str(form.get("next") or field)
     response = RedirectResponse(
         f"/documents/{url_quote(key)}?field={url_quote(go_to)}{post.blind}&message="
@@ -152,7 +152,7 @@ async def undo(request: Request) -> Response:
         aligned = decisions_by_field(record, standing.visible, page.deployment.derivations()).get(field, [])
         withdrawn = withdraw(page.store, record, field, reviewer=reviewer, among=aligned)
     except DecisionRefused as refused:
-        return document_refused(request, key, str(refused))
+        return document_refused(request, key, str(refused), field, post.form)
     undone = withdrawn.note.removeprefix("undo of ")  # the decision taken back ("reject", "correct → 29")
     message = f"{withdrawn.reviewer}'s {undone} of {field} undone"
     return RedirectResponse(

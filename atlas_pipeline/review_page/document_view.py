@@ -52,14 +52,18 @@ def _field_view(final: FinalField, extracted: dict[str, Any], history: list[Deci
     }
 
 
-def document_context(page: ReviewPage, request: Request, key: str, error: str = "") -> dict[str, Any]:
+def document_context(
+    page: ReviewPage, request: Request, key: str, error: str = "", field: str = "", blind: str = ""
+) -> dict[str, Any]:
+    """The document page's context; ``field`` and ``blind``: the field shown and the pass the person is in, where
+    the request's address does not say them (a refused post, shown at the post's address)."""
     store = page.store
     record = reviewed_extraction(store, key)
     states = page.states(only=[key])
     state = states[0] if states else None
     decisions = load_decisions(store, key)
     me = page.reviewer(request)
-    blind = request.query_params.get("blind", "")
+    blind = blind or request.query_params.get("blind", "")
     blind = blind if blind in ("1", "models") else ""  # other reviewers hidden; "models": the models' values too
     team = page.team(key) if page.logins() else None
     forced = page.blind_to(request, team) if team is not None else ()
@@ -87,7 +91,9 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
             label = final.module or modules_of.get(name) or "fields"
             modules.setdefault(label, {"label": label, "views": []})["views"].append(view)
     grids = [entry_grid(group, review.fields if review else {}) for group in template.groups]
-    selected_name = request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
+    selected_name = (
+        field or request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
+    )
     selected = next((v for v in views if v["name"] == selected_name), None)
     waiting = [v["name"] for v in views if v["needs_person"]]
     after = names[names.index(selected_name) + 1 :] if selected_name in names else names
@@ -104,7 +110,9 @@ def document_context(page: ReviewPage, request: Request, key: str, error: str = 
         "meanings": PROVENANCE_MEANINGS,
         "by_hand": record is not None and record.mode == "skip",
         "selected": selected,
-        "evidence": _evidence(page, key, record, selected, _page_asked(request)) if selected else None,
+        "evidence": _evidence(page, key, record, selected, _page_asked(request), blind == "models")
+        if selected
+        else None,
         "next_field": next_field,
         "reviewer": me,
         "blind": blind,
@@ -128,8 +136,15 @@ def _page_asked(request: Request) -> int | None:
 
 
 def _evidence(
-    page: ReviewPage, key: str, record: ExtractionRecord | None, view: dict[str, Any], at: int | None = None
+    page: ReviewPage,
+    key: str,
+    record: ExtractionRecord | None,
+    view: dict[str, Any],
+    at: int | None = None,
+    unmarked: bool = False,
 ) -> dict[str, Any]:
+    """Where the field's evidence is: the PDF page and the quote's boxes, or the text with its span marked
+    (``unmarked``: extracting blind to the models — the text, nothing of where a model found the value)."""
     store = page.store
     snapshot = read_record(store, key, "snapshot", SnapshotRecord)
     parse = read_record(store, key, "parse", ParseRecord)
@@ -170,7 +185,9 @@ def _evidence(
     text = store.read_text(parse.text_path) if parse and parse.text_path and store.exists(parse.text_path) else ""
     return {
         "kind": "text",
-        "html": reader_html(text, extracted.get("start"), extracted.get("end"), quote),
+        "html": reader_html(text, None, None, None)
+        if unmarked
+        else reader_html(text, extracted.get("start"), extracted.get("end"), quote),
         "found": extracted.get("start") is not None or bool(quote and quote in text),
     }
 

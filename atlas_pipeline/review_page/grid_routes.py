@@ -147,7 +147,7 @@ async def add_entry(request: Request) -> Response:
         standing = standing_for(page, request, key, "reviewer", form)
         number = _add_entry(page, key, record, group, given, reviewer, form, standing)
     except DecisionRefused as refused:
-        return document_refused(request, key, str(refused))
+        return document_refused(request, key, str(refused), form=post.form)
     return _back(key, f"entry {number} of {group.name} added by {reviewer}", form)
 
 
@@ -202,7 +202,7 @@ async def save_grid(request: Request) -> Response:
         quotes = {bare: quote for (entry, bare), quote in cell_quotes(form).items() if entry == NEW_ROW}
         number = _add_entry(page, key, record, group, new_row, reviewer, form, standing, quotes) if new_row else None
     except DecisionRefused as refused:
-        return document_refused(request, key, str(refused))
+        return document_refused(request, key, str(refused), form=post.form)
     said = [f"{len(edits)} cell(s) changed"] + ([f"entry {number} added"] if number else [])
     return _back(key, f"{group.name} grid: {', '.join(said)} by {reviewer}", form)
 
@@ -243,5 +243,5 @@ async def reject_entry(request: Request) -> Response:
                 blind_to=standing.blind_to,
             )
     except DecisionRefused as refused:
-        return document_refused(request, key, str(refused))
+        return document_refused(request, key, str(refused), form=form)
     return _back(key, f"entry {number} of {group} rejected by {reviewer}", form)

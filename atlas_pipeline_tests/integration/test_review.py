@@ -471,6 +471,7 @@ def test_a_text_report_reads_as_formatted_text_with_the_span_marked_and_nothing_
     across = reader_html(text, row, row + len("Drug | 20"), None)  # a span across cells: a mark in each
     assert '<td><mark id="evidence">Drug </mark></td>' in across and "<mark> 20</mark>" in across
     assert "<mark" not in reader_html(text, None, None, "not in the text")
+    assert "<img" not in reader_html("![chart](http://tracker.example/x.png)", None, None, None)  # nothing fetched
 
 
 def test_a_reviewer_name_must_read_as_written(llm_server, run):

@@ -49,6 +49,21 @@ def test_sixteen_registries_and_the_reference_list_is_not_the_papers_own():
 def test_numbers_that_only_look_like_registrations_are_not_taken():
     text = "The values 2012-003456-78 and NCT0035 and RBR- and PER-12 were noted; CTRI/20/05 too."
     assert find_identifiers(text) == {}
+    assert find_identifiers("given per-100-20 mg; protecteu ct 2004-001234-12; ntr1234 kct0001234") == {}
+    assert find_identifiers("jRCTs031180001 and JPRN-JRCTS031180001")["jprn"] == ["jRCTs031180001"]
+
+
+def test_a_registry_read_later_never_renames_a_study():
+    """Studies were named by NCT, ISRCTN or ACTRN numbers before the other registries were read: a report that also
+    names a EudraCT or DRKS number keeps its study's name, and the choices kept under it."""
+    reports = [
+        Report("results.pdf", find_identifiers("NCT00352508; EudraCT 2005-001234-12; DRKS00012345")),
+        Report("protocol.pdf", find_identifiers("ClinicalTrials.gov NCT00352508")),
+        Report("chinese.pdf", find_identifiers("ChiCTR2000029308 and IRCT20170228032806N1")),
+    ]
+    studies = group_studies(reports)
+    assert studies["results.pdf"] == studies["protocol.pdf"] == "NCT00352508"
+    assert studies["chinese.pdf"] == "ChiCTR2000029308"  # among the others, by their text
 
 
 def test_two_spellings_of_one_registration_are_one_study_named_as_the_registry_writes_it():
