@@ -111,10 +111,14 @@ def page_words(pdf: bytes, number: int) -> list[dict]:
     with pymupdf.open(stream=pdf, filetype="pdf") as document:
         if not 1 <= number <= document.page_count:
             raise ValueError(f"no page {number} (the document has {document.page_count})")
-        page = document[number - 1]
-        box = page.rect
-        words = page.get_text("words")  # (x0, y0, x1, y1, text, block, line, word): in reading order
-        return [{"text": word[4], **vars(_fractions(pymupdf.Rect(word[:4]), box))} for word in words]
+        return _words(document[number - 1])
+
+
+def _words(page) -> list[dict]:  # page: a pymupdf.Page
+    import pymupdf
+
+    words = page.get_text("words")  # (x0, y0, x1, y1, text, block, line, word): in reading order
+    return [{"text": word[4], **vars(_fractions(pymupdf.Rect(word[:4]), page.rect))} for word in words]
 
 
 def selected_evidence(pdf: bytes, number: int, first: int, last: int) -> PageEvidence:
@@ -123,9 +127,8 @@ def selected_evidence(pdf: bytes, number: int, first: int, last: int) -> PageEvi
 
     with pymupdf.open(stream=pdf, filetype="pdf") as document:
         pages = document.page_count
-    words = page_words(pdf, number) if 1 <= number <= pages else []
-    chosen = words[first : last + 1]
-    rects = [Rect(w["left"], w["top"], w["width"], w["height"]) for w in chosen]
+        words = _words(document[number - 1]) if 1 <= number <= pages else []
+    rects = [Rect(w["left"], w["top"], w["width"], w["height"]) for w in words[first : last + 1]]
     return PageEvidence(number if words else 1, pages, rects, "whole" if rects else "none")
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.review.decisions import DecisionRefused, load_decisions, value_text
+from atlas_pipeline.review.person_quotes import Selection, document_scope, selected_words
 from atlas_pipeline.review_page.document_view import document_context
 from atlas_pipeline.review_page.page_state import ReviewPage
 
@@ -33,6 +34,32 @@ def document_key(request: Request) -> str:
 
 class NotFound(Exception):
     pass
+
+
+def document_key_or_404(request: Request) -> str | Response:
+    """The document key of the path, or the 404 that says it names no document."""
+    try:
+        return document_key(request)
+    except NotFound as error:
+        return PlainTextResponse(str(error), status_code=404)
+
+
+def quote_evidence(page: ReviewPage, key: str, quote: Any, on_page: Any, words: Any) -> dict[str, Any]:
+    """A person's quote as ``decide`` takes it (a field's or a grid cell's): words selected on a page graded on
+    themselves and recorded with their places, a typed (or edited) quote found in the document's text
+    (``review.person_quotes``); nothing when no quote was given."""
+    quote = str(quote or "").strip()
+    if not quote:
+        return {}
+    number = page_number_of(on_page)
+    selection = Selection.parse(number, str(words or ""))
+    chosen = selected_words(page.store, key, selection, quote) if selection else None
+    return {
+        "quote": quote,
+        "scope": chosen or document_scope(page.store, key),
+        "selected_on": number,
+        "selection": selection if chosen is not None else None,
+    }
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from atlas_pipeline.review.decisions import WHOLE_DOCUMENT, DecisionRefused, coe
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import entry_refusal
 from atlas_pipeline.review.final_values import decisions_by_field, review_document
-from atlas_pipeline.review.person_quotes import Selection, document_scope, selected_words
 from atlas_pipeline.review_page.common import (
     BLINDNESS,
     NotFound,
     document_key,
+    document_key_or_404,
     document_refused,
-    page_number_of,
+    quote_evidence,
     refused_page,
     standing_for,
 )
@@ -50,10 +50,9 @@ class _FieldPost:
 async def _field_post(request: Request) -> _FieldPost | Response:
     """The post, or the refusal: about an unknown document (404)."""
     page: ReviewPage = request.app.state.page
-    try:
-        key = document_key(request)
-    except NotFound as error:
-        return PlainTextResponse(str(error), status_code=404)
+    key = document_key_or_404(request)
+    if isinstance(key, Response):
+        return key
     form = await request.form()
     reviewer = page.reviewer(request, form)
     return _FieldPost(page, key, str(request.path_params["field"]), form, reviewer)
@@ -74,11 +73,6 @@ async def decision(request: Request) -> Response:
         )
     template = page.template()
     record = reviewed_extraction(page.store, key)
-    quote = str(form.get("quote") or "").strip()
-    selection = Selection.parse(page_number_of(form.get("quote_page")), str(form.get("quote_words") or ""))
-    # words selected on the page are the quote and its place; a typed (or edited) quote is found in the text
-    selection_scope = selected_words(page.store, key, selection, quote) if selection and quote else None
-    scope = selection_scope or (document_scope(page.store, key) if quote else None)
     try:
         standing = standing_for(page, request, key, role, form)
         if form.get("action") == "correct" and str(form.get("value") or "").strip():
@@ -100,16 +94,13 @@ async def decision(request: Request) -> Response:
             template_field=template.field_definition(field),
             identity=template.identity_for(field),
             value=form.get("value"),
-            quote=str(form.get("quote") or ""),
             note=str(form.get("note") or ""),
             source="page",
             role=standing.role,
             blind_to=standing.blind_to,  # with logins, what the server hid from them; else what the reviewer chose
             reason=str(form.get("reason") or ""),
-            scope=scope,
-            selected_on=page_number_of(form.get("quote_page")),
             proposed=_derived_proposal(page, record, field, standing.visible),
-            selection=selection if scope is not None and selection_scope is scope else None,
+            **quote_evidence(page, key, form.get("quote"), form.get("quote_page"), form.get("quote_words")),
         )
     except DecisionRefused as refused:
         return document_refused(request, key, str(refused), field, form)

@@ -16,15 +16,15 @@ from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.review.decisions import DecisionRefused, coerce_value, decide, load_decisions
 from atlas_pipeline.review.entry_grid import NEW_ROW, CellQuote, cell_quotes, entry_refusal, grid_edits
 from atlas_pipeline.review.final_values import review_document
-from atlas_pipeline.review.person_quotes import Selection, document_scope, selected_words
 from atlas_pipeline.review_page.common import (
     BLINDNESS,
     MAX_FORM_FIELDS,
     NotFound,
     Standing,
     document_key,
+    document_key_or_404,
     document_refused,
-    page_number_of,
+    quote_evidence,
     standing_for,
 )
 from atlas_pipeline.review_page.page_state import ReviewPage
@@ -53,21 +53,8 @@ def _check_entry(group, given: dict[str, str]) -> list:
     return values
 
 
-def _quote_evidence(page: ReviewPage, key: str, given: CellQuote | None) -> dict[str, Any]:
-    """A cell's quote as ``decide`` takes it: words selected on a page graded on themselves, a typed one in the
-    document's text (``review.person_quotes``)."""
-    if given is None:
-        return {}
-    page_number = page_number_of(given.page)
-    selection = Selection.parse(page_number, given.words)
-    chosen = selected_words(page.store, key, selection, given.quote) if selection else None
-    scope = chosen or document_scope(page.store, key)
-    return {
-        "quote": given.quote,
-        "scope": scope,
-        "selected_on": page_number,
-        "selection": selection if chosen is not None else None,
-    }
+def _cell_evidence(page: ReviewPage, key: str, given: CellQuote | None) -> dict[str, Any]:
+    return quote_evidence(page, key, given.quote, given.page, given.words) if given is not None else {}
 
 
 def _add_entry(
@@ -103,7 +90,7 @@ def _add_entry(
             note=str(form.get("note") or ""),
             role=standing.role,
             blind_to=standing.blind_to,
-            **_quote_evidence(page, key, (quotes or {}).get(field.name)),
+            **_cell_evidence(page, key, (quotes or {}).get(field.name)),
         )
     return number
 
@@ -123,10 +110,9 @@ class _GroupPost:
 async def _group_post(request: Request) -> _GroupPost | Response:
     """The post, or the refusal: about an unknown document or group (404)."""
     page: ReviewPage = request.app.state.page
-    try:
-        key = document_key(request)
-    except NotFound as error:
-        return PlainTextResponse(str(error), status_code=404)
+    key = document_key_or_404(request)
+    if isinstance(key, Response):
+        return key
     group = _group(page, request.path_params["group"])
     if group is None:
         return PlainTextResponse(f"no repeating group {request.path_params['group']!r}", status_code=404)
@@ -197,7 +183,7 @@ async def save_grid(request: Request) -> Response:
                 else "emptied in the grid",
                 role=standing.role,
                 blind_to=standing.blind_to,
-                **_quote_evidence(page, key, edit.quote),
+                **_cell_evidence(page, key, edit.quote),
             )
         quotes = {bare: quote for (entry, bare), quote in cell_quotes(form).items() if entry == NEW_ROW}
         number = _add_entry(page, key, record, group, new_row, reviewer, form, standing, quotes) if new_row else None
