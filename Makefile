@@ -5,6 +5,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_WORKERS ?= 2  # `make test`'s pytest-xdist workers (0: one process)
 # DAGSTER_HOME: the instance `atlas` finds itself ($DAGSTER_HOME, else var/dagster_home; a review folder's own)
 
 .PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm bench-desk
@@ -12,8 +13,8 @@ STAMP := $(VENV)/.installed
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
 
-test: setup test-deps ## Run the whole test suite.
-	$(BIN)/python -m pytest
+test: setup test-deps ## Run the whole test suite, on two workers (TEST_WORKERS=0: in one process).
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 test-fast: setup ## The unit tests that need no corpus (about 15 s on two cores); every slower test is in `make test`.
 	$(BIN)/python -m pytest atlas_pipeline_tests/unit -m "not corpus"

@@ -29,28 +29,32 @@ def extraction_code_version(settings: AtlasSettings) -> str:
     return Deployment.from_settings(settings).extraction_version().tag
 
 
-def build_definitions(settings: AtlasSettings) -> dg.Definitions:
-    version = extraction_code_version(settings)
+def build_definitions(settings: AtlasSettings | Deployment) -> dg.Definitions:
+    """The definitions of one deployment: the settings are read here, once, into the ``Deployment`` that every
+    sensor, asset and check is given (the ``defs`` floor never reads a setting itself)."""
+    deployment = settings if isinstance(settings, Deployment) else Deployment.from_settings(settings)
+    version = deployment.extraction_version().tag
+    gold, executor = deployment.gold(), deployment.executor()
     return dg.Definitions(
         assets=[
             *build_document_assets(version),
             document_review,
             document_status,
             *AGGREGATE_ASSETS,
-            *([build_evaluation_asset(settings.gold, settings.gold_tolerance)] if settings.gold else []),
+            *([build_evaluation_asset(gold.path, gold.tolerance)] if gold else []),
         ],
         jobs=[document_job, document_batch_job, review_job, aggregates_job],
         sensors=[
-            build_knowledge_base_sensor(settings, version),
-            build_review_sensor(settings),
-            build_automation_sensor(settings),
-            build_freshness_sensor(settings),
-            build_cancellation_sensor(settings),
-            *build_source_sensors(settings),
-            *([build_llm_batch_sensor(settings)] if settings.llm_batch and settings.llm_base_url else []),
+            build_knowledge_base_sensor(deployment, version),
+            build_review_sensor(deployment),
+            build_automation_sensor(deployment),
+            build_freshness_sensor(deployment),
+            build_cancellation_sensor(deployment),
+            *build_source_sensors(deployment),
+            *([build_llm_batch_sensor(deployment)] if deployment.llm_batch else []),
         ],
-        resources={"atlas": AtlasResource.from_settings(settings)},
-        executor=build_executor(settings.executor, settings.executor_config),
+        resources={"atlas": AtlasResource.from_deployment(deployment)},
+        executor=build_executor(executor.name, executor.config),
     )
 
 

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from atlas_pipeline.config.settings import AtlasSettings, load_settings
+from atlas_pipeline.config.settings import (
+    ENV_PREFIX,
+    SECRET_SETTINGS,
+    AtlasSettings,
+    load_settings,
+    settings_environment,
+)
 from atlas_pipeline.core.templates import Template, assemble_template, load_template
 from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
@@ -29,10 +35,14 @@ from atlas_pipeline.review.derivations import Derivations
 from atlas_pipeline.store.files import Store
 
 if TYPE_CHECKING:
-    from atlas_pipeline.extraction.batches import BatchQueue
-    from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
+    from atlas_pipeline.extraction.llm.batch import BatchQueue
+    from atlas_pipeline.extraction.llm.client import LLMClient
+    from atlas_pipeline.extraction.llm.config import LLMConfig
     from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider, ProviderLimits
-    from atlas_pipeline.search.backends import InstanceStorage, SearchIndex
+    from atlas_pipeline.search.backends import InstanceStorage
+    from atlas_pipeline.search.index import SearchIndex
+    from atlas_pipeline.sources.collector import Politeness
+    from atlas_pipeline.sources.config import Source
 
 
 @dataclass(frozen=True)
@@ -43,9 +53,65 @@ class ReviewPolicy:
     port: int
     reviewer: str
     inbox: str
+    workbook_max_rows: int = 100_000
+    logins_required: bool = False  # a workbook's author must be a review-page login
+    extractors: int = 1  # people who extract each document independently
+    hide_model_values: bool = False  # an extractor's pass is blind to the model's values too
 
     def document_url(self, key: str) -> str:
         return f"http://127.0.0.1:{self.port}/documents/{quote(key, safe='')}"
+
+
+@dataclass(frozen=True)
+class PageAccess:
+    """Who may use the review page and how long a login lasts (accounts, a trusted proxy, the hosts it answers)."""
+
+    users_file: str
+    auth_header: str
+    session_hours: float
+    login_free_failures: int
+    login_max_lockout_seconds: int
+    trusted_hosts: str
+
+
+@dataclass(frozen=True)
+class ExtractionSetup:
+    """What an extraction is made with — the rule, its template, the mode — and the version they make together."""
+
+    rule: Rule
+    template: Template
+    mode: str
+    version: ExtractionVersion
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How often the sensors look and how much one tick takes on (the intervals and per-tick limits)."""
+
+    scan_interval_seconds: int
+    scan_budget_seconds: float
+    max_runs_per_tick: int
+    review_interval_seconds: int
+    automation_interval_seconds: int
+    batch_poll_seconds: int
+    sources_interval_seconds: int
+    llm_concurrency: int  # requests in flight in one run
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where a run's steps execute (``ATLAS_EXECUTOR``: in process, multiprocess, celery, k8s) and its YAML config."""
+
+    name: str
+    config: str
+
+
+@dataclass(frozen=True)
+class Gold:
+    """The human gold answers an evaluation compares with (``ATLAS_GOLD``; none: no evaluation asset)."""
+
+    path: str
+    tolerance: float
 
 
 @dataclass(frozen=True)
@@ -60,10 +126,76 @@ class Deployment:
         return cls(settings)
 
     @classmethod
+    def of(cls, given: AtlasSettings | Deployment) -> Deployment:
+        """``given`` as a Deployment (the entry points take either; inside, only the Deployment is read)."""
+        return given if isinstance(given, Deployment) else cls(given)
+
+    @classmethod
     def from_environment(cls, environ: dict[str, str] | None = None) -> Deployment:
         """The deployment the ``ATLAS_*`` variables describe (``os.environ`` unless given); invalid settings raise
         ``SettingsError`` naming the variable."""
         return cls(load_settings(environ))
+
+    def environment(self) -> dict[str, str]:
+        """The settings as the ``ATLAS_*`` variables that make them again, secrets left out (a run's config)."""
+        return settings_environment(self.settings)
+
+    @staticmethod
+    def secret_names() -> frozenset[str]:
+        """The settings that are secrets (keys, tokens): never shown, never stored."""
+        return SECRET_SETTINGS
+
+    def secret_variables(self) -> frozenset[str]:
+        """The ``ATLAS_*`` variables of the secrets this deployment has a value for."""
+        return frozenset(
+            ENV_PREFIX + name.upper() for name in SECRET_SETTINGS if getattr(self.settings, name).get_secret_value()
+        )
+
+    # how the deployment runs
+
+    def pace(self) -> Pace:
+        settings = self.settings
+        return Pace(
+            scan_interval_seconds=settings.sensor_interval_seconds,
+            scan_budget_seconds=settings.sensor_scan_budget_seconds,
+            max_runs_per_tick=settings.sensor_max_runs_per_tick,
+            review_interval_seconds=settings.review_interval_seconds,
+            automation_interval_seconds=settings.automation_interval_seconds,
+            batch_poll_seconds=settings.llm_batch_poll_seconds,
+            sources_interval_seconds=settings.sources_interval_seconds,
+            llm_concurrency=settings.llm_concurrency,
+        )
+
+    def executor(self) -> Executor:
+        return Executor(self.settings.executor, self.settings.executor_config)
+
+    def gold(self) -> Gold | None:
+        return Gold(self.settings.gold, self.settings.gold_tolerance) if self.settings.gold else None
+
+    @property
+    def llm_batch(self) -> bool:
+        """Extractions go through the endpoint's Batch API (``ATLAS_LLM_BATCH`` with an endpoint)."""
+        return bool(self.settings.llm_batch and self.settings.llm_base_url)
+
+    # the sources group
+
+    def politeness(self) -> Politeness:
+        from atlas_pipeline.sources.collector import Politeness
+
+        settings = self.settings
+        return Politeness(
+            user_agent=settings.sources_user_agent,
+            max_bytes=int(settings.max_document_mb * 1024 * 1024),
+            backlog_threshold=settings.sources_backlog_threshold,
+        )
+
+    def declared_sources(self) -> list[Source]:
+        """The sources of the sources file (``ATLAS_SOURCES``, else the seeds'); a broken file raises
+        ``SourcesError``."""
+        from atlas_pipeline.sources.config import load_sources, sources_file
+
+        path = sources_file(self.settings.sources, self.settings.seeds_dir)
+        return load_sources(path) if path else []
 
     # where things are
 
@@ -92,9 +224,20 @@ class Deployment:
 
     def load_template(self) -> Template:
         """The rule's template with the rule's custom fields added."""
-        rule = self.load_rule()
+        return self._template_of(self.load_rule())
+
+    def _template_of(self, rule: Rule) -> Template:
         templates = Path(self.settings.seeds_dir) / "templates"
         return assemble_template(load_template(templates, rule.template), rule.custom_fields)
+
+    def extraction_setup(self) -> ExtractionSetup:
+        """The rule, template and mode read once, with the version computed from these very ones: an extraction is
+        tagged with the version it was made with, even when a file is edited while it runs."""
+        rule = self.load_rule()
+        template, mode = self._template_of(rule), self.mode(rule)
+        parser = self.parser_choice().describe()
+        model, second = self.settings.llm_model, self.settings.llm_second_model
+        return ExtractionSetup(rule, template, mode, extraction_version(template, rule, mode, model, parser, second))
 
     def mode(self, rule: Rule) -> str:
         """skip or llm: forced by ATLAS_POSTPROCESS_MODE, else llm when an endpoint is configured, else the rule's."""
@@ -104,11 +247,7 @@ class Deployment:
 
     def extraction_version(self) -> ExtractionVersion:
         """The version extractions are made with now (see ``extraction.version``)."""
-        rule = self.load_rule()
-        parser = self.parser_choice().describe()
-        settings = self.settings
-        model, second = settings.llm_model, settings.llm_second_model
-        return extraction_version(self.load_template(), rule, self.mode(rule), model, parser, second)
+        return self.extraction_setup().version
 
     # the parsing group
 
@@ -179,7 +318,7 @@ class Deployment:
         return bool(self.settings.llm_base_url)
 
     def llm_config(self) -> LLMConfig:
-        from atlas_pipeline.extraction.llm import LLMConfig  # openai loads only where an LLM is called
+        from atlas_pipeline.extraction.llm.config import LLMConfig
 
         settings = self.settings
         values = {
@@ -200,7 +339,7 @@ class Deployment:
 
     def llm_client(self, cache: Store | None) -> LLMClient:
         """The client of the configured endpoint; ``cache``: the store that keeps answers (and the Batch API queue)."""
-        from atlas_pipeline.extraction.llm import LLMClient
+        from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
 
         config, table = self.llm_config(), self.price_table()
         batch = self.batch_queue(cache) if self.settings.llm_batch and cache is not None else None
@@ -221,7 +360,7 @@ class Deployment:
 
     def second_llm_client(self, cache: Store | None) -> LLMClient | None:
         """The second extractor's client (its answers cached and accounted on their own), or None."""
-        from atlas_pipeline.extraction.llm import LLMClient
+        from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
 
         config = self.second_llm_config()
         if config is None:
@@ -231,15 +370,37 @@ class Deployment:
 
     def batch_queue(self, store: Store) -> BatchQueue:
         """The Batch API queue kept in the artifact store (``extraction.batches``)."""
-        from atlas_pipeline.extraction.batches import BatchQueue
+        from atlas_pipeline.extraction.llm.batch import BatchQueue
 
         return BatchQueue(store, self.settings.llm_batch_deadline_hours)
 
     # the review group
 
     def review_policy(self) -> ReviewPolicy:
+        from atlas_pipeline.review.accounts import logins_required
+
         settings = self.settings
-        return ReviewPolicy(settings.accepted_tiers, settings.review_port, settings.reviewer, settings.review_inbox)
+        return ReviewPolicy(
+            settings.accepted_tiers,
+            settings.review_port,
+            settings.reviewer,
+            settings.review_inbox,
+            settings.review_workbook_max_rows,
+            logins_required(settings.review_users, settings.review_auth_header),
+            settings.review_extractors,
+            settings.review_hide_model_values,
+        )
+
+    def page_access(self) -> PageAccess:
+        settings = self.settings
+        return PageAccess(
+            users_file=settings.review_users,
+            auth_header=settings.review_auth_header,
+            session_hours=settings.review_session_hours,
+            login_free_failures=settings.review_login_free_failures,
+            login_max_lockout_seconds=settings.review_login_max_lockout_seconds,
+            trusted_hosts=settings.trusted_hosts,
+        )
 
     def accepted_tiers(self) -> frozenset[str]:
         """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""

@@ -20,11 +20,12 @@ import dagster as dg
 import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_settings
+from atlas_pipeline.core.hashing import sha256_of
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.knowledge.catalog import refresh_catalog, sha256_of
+from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.document_parse import parse_snapshot
 from atlas_pipeline.store import layout
@@ -53,6 +54,11 @@ _DATABASE_NUMBERS = itertools.count(1)
 _SERVER_FIXTURES = {"postgres": "postgres", "postgres_cluster": "postgres", "s3_endpoint": "s3"}
 
 
+# the order in which `make test`'s two workers take the work: the longest first, the unit tests fill the gaps at the end
+_TIER_ORDER = {"system": 1, "integration": 2, "project": 3, "unit": 4}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _reads_corpus(item):
@@ -60,6 +66,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in _SERVER_FIXTURES.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(getattr(pytest.mark, marker))
+        # `make test` runs two workers (pytest-xdist, --dist loadgroup): a module's tests stay together (its fixtures
+        # are made once), and every test under the real daemon runs on one worker, one at a time — two daemons and
+        # their code servers at once on two cores are the machine's limit, not the code's
+        item.add_marker(
+            pytest.mark.xdist_group("daemon" if item.get_closest_marker("daemon") else item.module.__name__)
+        )
+    items.sort(key=_schedule_rank)
+
+
+def _schedule_rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("daemon"):
+        return 0
+    return _TIER_ORDER.get(item.module.__name__.split(".")[1], 5)
 
 
 def _reads_corpus(item: pytest.Item) -> bool:

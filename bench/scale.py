@@ -25,6 +25,7 @@ from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from bench.pipeline import QUIET, Workspace
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
@@ -44,7 +45,7 @@ def sensor_and_completion(size: int) -> list[object]:
             context = dg.build_sensor_context(
                 instance=workspace.instance,
                 cursor=cursor,
-                resources={"atlas": AtlasResource.from_settings(workspace.settings)},
+                resources={"atlas": AtlasResource.from_deployment(Deployment.from_settings(workspace.settings))},
                 definitions=defs,
             )
             started = time.perf_counter()

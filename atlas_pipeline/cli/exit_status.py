@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable, Mapping
 
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.read_model.document_state import DocumentState
 
 EXIT_DONE = 0  # the run did its work: every document ended in a status of its own (an unreadable one is an outcome)
 EXIT_NOT_STARTED = 2  # nothing ran: a bad setting, rule or template, an unknown key, an instance that cannot be used

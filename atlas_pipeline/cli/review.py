@@ -16,6 +16,7 @@ def command_review(args: argparse.Namespace) -> int:
     """Serve the review page on 127.0.0.1: each value beside its evidence, to approve, correct or reject."""
     import uvicorn
 
+    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.review_page.app import create_app
 
@@ -48,7 +49,7 @@ def command_review(args: argparse.Namespace) -> int:
         print(f"atlas: cannot serve the review page on {args.host}:{port}: {problem}", file=sys.stderr)
         return 2
     print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
-    app = create_app(settings, host=args.host)
+    app = create_app(Deployment.from_settings(settings), host=args.host)
     # X-Forwarded-For/-Proto only from the documented proxy (ATLAS_REVIEW_AUTH_HEADER): never a local process's word
     uvicorn.run(app, host=args.host, port=port, log_level="warning", proxy_headers=bool(settings.review_auth_header))
     return 0

@@ -18,6 +18,7 @@ def command_run(args: argparse.Namespace) -> int:
     """Scan the knowledge base, materialise every new or changed document, then task completion and the exports."""
     import dagster as dg
 
+    from atlas_pipeline.core.clock import now_iso
     from atlas_pipeline.core.statuses import TERMINAL
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
@@ -25,7 +26,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
     from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.extraction.modes import agreement_summary
-    from atlas_pipeline.knowledge.catalog import load_catalog, now_iso, refresh_catalog
+    from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
     from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
     from atlas_pipeline.knowledge.state_owner import claim_state
@@ -111,7 +112,7 @@ def command_run(args: argparse.Namespace) -> int:
         with stop_on_signals() as received:
             try:
                 for number, (key, success, seconds) in enumerate(
-                    run_documents(keys, args.workers, defs, instance, batch), 1
+                    run_documents(keys, args.workers, defs, instance, batch, build=build_definitions), 1
                 ):
                     record = read_record(store, key, "extraction", ExtractionRecord)
                     if success and record is not None:
@@ -241,7 +242,7 @@ def command_run(args: argparse.Namespace) -> int:
         atlas_cli = atlas_command()
         print(f"  review them: `{atlas_cli} review` (http://127.0.0.1:{settings.review_port})")
         print(f"  search them: `{atlas_cli} search WORDS`")
-        print_sources(settings)
+        print_sources(atlas)
     return exit_status(states, set(keys), not_written)
 
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.sources.config import SourcesError
 
 
-def print_sources(settings) -> None:
+def print_sources(deployment: Deployment) -> None:
     """One line per declared source: its health, what it collected, what waits."""
-    from atlas_pipeline.defs.source_sensors import declared_sources
     from atlas_pipeline.sources.state import load_state
-    from atlas_pipeline.store.files import Store
 
-    store = Store(settings.artifacts)
+    store = deployment.store()
     try:
-        sources = declared_sources(settings)
+        sources = deployment.declared_sources()
     except SourcesError as error:
         print(f"sources: none collects: {error}")
         return
@@ -36,13 +34,12 @@ def print_sources(settings) -> None:
 
 def command_sources(args: argparse.Namespace) -> int:
     """List the declared sources and their health, collect now, or resume a paused source."""
-    from atlas_pipeline.defs.source_sensors import declared_sources, politeness
     from atlas_pipeline.sources.collector import Collector
     from atlas_pipeline.sources.state import resume
     from atlas_pipeline.store.files import Store
 
-    settings = load_settings()
-    sources = {source.name: source for source in declared_sources(settings)}
+    deployment = Deployment.from_environment()
+    sources = {source.name: source for source in deployment.declared_sources()}
     if not sources:
         print("no sources declared: set ATLAS_SOURCES to a TOML file (see seeds/sources.example.toml)")
         return 0 if args.action == "list" else 2
@@ -51,14 +48,14 @@ def command_sources(args: argparse.Namespace) -> int:
     if unknown:
         print(f"atlas: unknown source(s) {', '.join(unknown)}; declared: {', '.join(sources)}", file=sys.stderr)
         return 2
-    store = Store(settings.artifacts)
+    store = deployment.store()
     if args.action == "resume":
         for name in names:
             resume(store, name)
             print(f"{name}: resumed")
     elif args.action == "collect":
         for name in names:
-            collector = Collector(sources[name], store, Store(settings.knowledge_base), politeness(settings))
+            collector = Collector(sources[name], store, Store(deployment.knowledge_base), deployment.politeness())
             print(collector.run().summary(), flush=True)
-    print_sources(settings)
+    print_sources(deployment)
     return 0

@@ -18,14 +18,15 @@ def command_status(args: argparse.Namespace) -> int:
     from atlas_pipeline.ops.runs import reap_dead_runs
 
     settings = load_settings()
+    deployment = Deployment.from_settings(settings)
     prepare_dagster_home(settings.instance_config)
     with dg.DagsterInstance.get() as instance:
         reap_dead_runs(instance)
-        states = document_states(instance, Deployment.from_settings(settings))
+        states = document_states(instance, deployment)
     print_summary(states)
-    print_sources(settings)
+    print_sources(deployment)
     if settings.llm_batch:
-        print_batches(Deployment.from_settings(settings).store())
+        print_batches(deployment.store())
     if args.documents:
         for state in states:
             removed = " [source removed]" if state.source_removed else ""
@@ -35,7 +36,7 @@ def command_status(args: argparse.Namespace) -> int:
 
 def print_batches(store) -> None:
     """Batch API mode: what waits to be sent and what waits at the endpoint (as last seen; nothing is asked)."""
-    from atlas_pipeline.extraction.batches import BatchQueue
+    from atlas_pipeline.extraction.llm.batch import BatchQueue
 
     queue = BatchQueue(store)
     batches = queue.open_batches()

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 from urllib.parse import quote, quote_plus
 
+from atlas_pipeline.core.errors import AtlasError
+
 MASK = "***"
 MIN_SECRET_LENGTH = 6  # shorter values ("test", "x") would mask ordinary words
 PREFIX_LENGTH = 8  # a run this long equal to a secret's start is masked (shorter ones would mask ordinary text)
@@ -211,7 +213,7 @@ def install_log_redaction() -> None:
             logger.addFilter(_FILTER)
 
 
-class SecretInErrorError(RuntimeError):
+class SecretInErrorError(AtlasError, RuntimeError):
     """An error whose message held a secret, re-raised with the secret masked (its chain dropped)."""
 
 

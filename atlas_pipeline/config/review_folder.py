@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from atlas_pipeline.core.errors import AtlasError
+
 REVIEW_FILE = "atlas.toml"
 REVIEW_VARIABLE = "ATLAS_REVIEW"
 STATE = "state"
@@ -40,7 +42,7 @@ PATH_SETTINGS = frozenset(
 )
 
 
-class ReviewFolderError(ValueError):
+class ReviewFolderError(AtlasError, ValueError):
     """A review folder that cannot be used (no ``atlas.toml``, a file that is not TOML, an unknown setting)."""
 
 
@@ -76,9 +78,12 @@ class ReviewFolder:
         return self.defaults() | self.settings
 
 
-def find_review(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> ReviewFolder | None:
+def find_review(
+    environ: Mapping[str, str] | None = None, cwd: Path | None = None, known: frozenset[str] | None = None
+) -> ReviewFolder | None:
     """The review in effect: ``ATLAS_REVIEW``, else the nearest folder from ``cwd`` upwards holding ``atlas.toml``;
-    None outside any review (the repository's sample, or settings given by variables alone)."""
+    None outside any review (the repository's sample, or settings given by variables alone). ``known``: the setting
+    names, to refuse a misspelt one (``load_settings`` passes them)."""
     env = os.environ if environ is None else environ
     named = env.get(REVIEW_VARIABLE, "").strip()
     if named:
@@ -89,11 +94,11 @@ def find_review(environ: Mapping[str, str] | None = None, cwd: Path | None = Non
             raise ReviewFolderError(
                 f"{REVIEW_VARIABLE}={named!r}: no {REVIEW_FILE} there — start a review with `atlas init {named}`"
             )
-        return load_review(root)
+        return load_review(root, known)
     here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / REVIEW_FILE).is_file() and _is_review_file(folder / REVIEW_FILE):
-            return load_review(folder)
+            return load_review(folder, known)
     return None
 
 
@@ -107,7 +112,8 @@ def _is_review_file(path: Path) -> bool:
 
 def load_review(root: Path, known: frozenset[str] | None = None) -> ReviewFolder:
     """Read ``root/atlas.toml``: its ``[settings]`` (names as in ``atlas settings``, lower case without ``ATLAS_``)
-    and ``[review] dagster_home``. ``known``: the setting names, to refuse a misspelt one with the closest."""
+    and ``[review] dagster_home``. ``known``: the setting names, to refuse a misspelt one with the closest (None:
+    taken as written — the settings refuse it when they are loaded)."""
     path = root / REVIEW_FILE
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -116,14 +122,10 @@ def load_review(root: Path, known: frozenset[str] | None = None) -> ReviewFolder
     section = data.get("settings", {})
     if not isinstance(section, dict):
         raise ReviewFolderError(f"{path}: [settings] must be a table of setting = value")
-    if known is None:
-        from atlas_pipeline.config.settings import AtlasSettings
-
-        known = frozenset(AtlasSettings.model_fields)
     settings = {}
     for name, value in section.items():
         key = name.lower().removeprefix("atlas_")
-        if key not in known:
+        if known is not None and key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ReviewFolderError(

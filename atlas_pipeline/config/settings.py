@@ -19,12 +19,13 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from atlas_pipeline.config.review_folder import ReviewFolderError, find_review
+from atlas_pipeline.core.errors import AtlasError
 
 ENV_PREFIX = "ATLAS_"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-class SettingsError(ValueError):
+class SettingsError(AtlasError, ValueError):
     """A setting is invalid; the message names the environment variable and what is wrong with it."""
 
 
@@ -606,6 +607,18 @@ def unknown_variables(env: dict[str, str]) -> list[str]:
     return messages
 
 
+SECRET_SETTINGS = frozenset(name for name, field in AtlasSettings.model_fields.items() if field.annotation is SecretStr)
+
+
+def settings_environment(settings: AtlasSettings) -> dict[str, str]:
+    """The settings as the ``ATLAS_*`` variables that make them again, secrets left out."""
+    values = settings.model_dump(exclude=set(SECRET_SETTINGS))
+    return {
+        ENV_PREFIX + name.upper(): str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in values.items()
+    }
+
+
 def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
     """Read and validate the settings — ``ATLAS_*`` variables over the review folder's ``atlas.toml``
     (``config.review_folder``) over the defaults; raise ``SettingsError`` naming the offending ``ATLAS_*`` variable,
@@ -614,7 +627,7 @@ def load_settings(environ: dict[str, str] | None = None) -> AtlasSettings:
     for message in unknown_variables(env):
         warnings.warn(message, SettingsWarning, stacklevel=2)
     try:
-        review = find_review(env)
+        review = find_review(env, known=frozenset(AtlasSettings.model_fields))
     except ReviewFolderError as error:
         raise SettingsError(str(error)) from None
     values = review.setting_values() if review is not None else {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from scipy import stats
+from atlas_pipeline.core.errors import AtlasError
 
 # below this many participants in a group (in each group, for a difference) a CI was computed with a t value
 # (Handbook 6.5.2.2–3: "if the sample size is small (say fewer than 60 participants in each group)")
@@ -20,7 +20,15 @@ SMALL_SAMPLE = 60
 Z_95 = 3.92  # the width of a 95% CI in standard errors, as the Handbook rounds it (2 × 1.96)
 
 
-class ConversionError(ValueError):
+def _stats():
+    """SciPy's distributions, loaded when a quantile is first asked for: importing the template (every process does)
+    never pays for SciPy."""
+    from scipy import stats
+
+    return stats
+
+
+class ConversionError(AtlasError, ValueError):
     """The inputs cannot give the value (a CI upper below its lower, a ratio ≤ 0, a p of 0 …): said in words."""
 
 
@@ -60,12 +68,12 @@ def _fraction(level: float) -> float:
 
 def t_multiplier(degrees_of_freedom: float, level: float = 95) -> float:
     """Half the width of a ``level`` CI in standard errors on a t distribution (2.0639 for 24 df at 95%)."""
-    return float(stats.t.ppf(1 - (1 - _fraction(level)) / 2, degrees_of_freedom))
+    return float(_stats().t.ppf(1 - (1 - _fraction(level)) / 2, degrees_of_freedom))
 
 
 def z_multiplier(level: float = 95) -> float:
     """Half the width of a ``level`` CI in standard errors on the normal distribution (1.96 at 95%)."""
-    return float(stats.norm.ppf(1 - (1 - _fraction(level)) / 2))
+    return float(_stats().norm.ppf(1 - (1 - _fraction(level)) / 2))
 
 
 def _width_in_se(small: bool, degrees_of_freedom: float, level: float) -> tuple[float, str]:
@@ -132,7 +140,7 @@ def se_of_difference_from_p(difference: float, p: float, n1: float, n2: float) -
     if difference == 0:
         raise ConversionError("a difference of 0 gives no standard error from its p value")
     degrees = n1 + n2 - 2
-    t = float(stats.t.ppf(1 - p / 2, degrees))
+    t = float(_stats().t.ppf(1 - p / 2, degrees))
     value = abs(difference) / t
     return Conversion(
         "se_from_p",
@@ -296,7 +304,7 @@ def sd_from_range(low: float, high: float) -> Conversion:
 
 
 def _normal_quantile(probability: float) -> float:
-    return float(stats.norm.ppf(probability))
+    return float(_stats().norm.ppf(probability))
 
 
 def _group_size(n: float) -> None:

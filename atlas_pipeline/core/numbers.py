@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from atlas_pipeline.core.errors import AtlasError
+
 _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?")
 _MINUS = str.maketrans({"−": "-", "–": "-"})  # the minus sign and the en dash a word processor puts for it
 
 
-class NotANumber(ValueError):
+class NotANumber(AtlasError, ValueError):
     """A text that is not a number as a reviewer writes one; the message says what is wrong with it."""
 
 

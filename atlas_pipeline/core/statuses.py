@@ -5,6 +5,18 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class Stage(StrEnum):
+    """The stage that ended a document's way (written by the stage itself on its record, never read from a reason)."""
+
+    SNAPSHOT = "snapshot"  # the file could not be kept (unsupported, locked, unreadable, gone)
+    PARSE = "parse"  # its text could not be read (a broken PDF, a parsing provider that failed)
+    EXTRACT = "extract"  # the values could not be asked for (the endpoint failed, no endpoint configured)
+
+
+# the stages whose problem is the document's own: a new extraction version changes nothing for it
+DOCUMENT_STAGES = frozenset({Stage.SNAPSHOT, Stage.PARSE})
+
+
 class DocumentStatus(StrEnum):
     PENDING = "pending"  # known (partition exists), not processed yet
     EXTRACTING = "extracting"  # a run is working on it

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from atlas_pipeline.core.consistency_rules import ConsistencyCheck, check_fields_exist
 from atlas_pipeline.core.conversions import FORMULAS
+from atlas_pipeline.core.errors import AtlasError
 
 RESERVED_SHEETS = frozenset({"documents", "extractions", "fields", "approved", "review_quality", "task_completion"})
 FieldType = Literal["string", "integer", "number", "boolean", "enum", "date", "list"]
@@ -250,7 +251,7 @@ def assemble_template(template: Template, custom_fields: list[CustomField]) -> T
     return template.model_copy(update={"modules": [*template.modules, module]})
 
 
-class TemplateError(ValueError):
+class TemplateError(AtlasError, ValueError):
     """A template or rule file is missing or invalid."""
 
 

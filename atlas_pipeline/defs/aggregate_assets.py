@@ -10,7 +10,7 @@ from atlas_pipeline.defs.asset_names import (
     FINAL_VALUES_POLICY,
     STATES_READ_AT,
 )
-from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.document_states import known_keys, states_of_run
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
@@ -23,6 +23,7 @@ from atlas_pipeline.outputs.exports import write_exports
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.search.refresh import refresh_index
 from atlas_pipeline.store.layout import COMPLETION_PATH, EVALUATION_STEM, export_path
+from atlas_pipeline.store.records import ParseRecord, read_record
 
 GROUP = "aggregates"
 
@@ -50,14 +51,14 @@ def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) ->
     store = atlas.deployment.store()
     catalog = load_catalog(store)
     members = []
-    for state in document_states(context.instance, atlas.deployment):
-        parse = state.parse
-        if state.source_removed or parse is None or parse.problem or not parse.text_path:
+    for key in known_keys(context.instance, catalog):  # the parses alone: no document's status is needed here
+        entry = catalog.entries.get(key)
+        parse = read_record(store, key, "parse", ParseRecord)
+        if (entry and entry.removed) or parse is None or parse.problem or not parse.text_path:
             continue
         fingerprint = load_fingerprint(store, parse.sha256, parse.parser, parse.text_path)
         if fingerprint is not None:
-            entry = catalog.entries.get(state.key)
-            members.append(Member(state.key, fingerprint, parse.media_type or "", entry.first_seen if entry else ""))
+            members.append(Member(key, fingerprint, parse.media_type or "", entry.first_seen if entry else ""))
     result = compute_groups(store, members)
     for group in result.groups:
         context.log.info(
@@ -90,9 +91,8 @@ def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) ->
     "per field and tier.",
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    read_at = time.time()
+    read_at, states = states_of_run(context, atlas.deployment)
     store = atlas.deployment.store()
-    states = document_states(context.instance, atlas.deployment)
     completion = summarise(states)
     store.write_json(COMPLETION_PATH, completion.model_dump(mode="json"))
     for line in completion.lines():
@@ -132,8 +132,8 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     "table, metafor's escalc input, RevMan Web's study-centric import and a forest plot per outcome.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    read_at = time.time()
-    states, template = document_states(context.instance, atlas.deployment), atlas.deployment.load_template()
+    read_at, states = states_of_run(context, atlas.deployment)
+    template = atlas.deployment.load_template()
     store = atlas.deployment.store()
     policy = atlas.deployment.final_values_policy()
     paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template, load_choices(store))
@@ -167,9 +167,9 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     "or status changed are re-indexed; removed sources are dropped. `atlas search QUERY`, or the review page.",
 )
 def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    read_at = time.time()
+    read_at, states = states_of_run(context, atlas.deployment)
     with atlas.deployment.search_index(context.instance) as index:
-        report = refresh_index(index, atlas.deployment.store(), document_states(context.instance, atlas.deployment))
+        report = refresh_index(index, atlas.deployment.store(), states)
     context.log.info(report.summary())
     return dg.MaterializeResult(
         metadata={

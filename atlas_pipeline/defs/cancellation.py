@@ -17,10 +17,11 @@ from datetime import UTC, datetime
 import dagster as dg
 from pydantic import BaseModel
 
+from atlas_pipeline.core.clock import now_iso
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.dagster_internals import PARTITION_NAME_TAG
 from atlas_pipeline.defs.document_runs import documents_of
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record, write_record
 
@@ -48,7 +49,7 @@ class Cancelled:
     queued_since: str
 
 
-class CancelRefused(Exception):
+class CancelRefused(AtlasError):
     """The document cannot be cancelled now; the message says why and what to do. ``cancelled``: what was cancelled
     before the refusal (a run that started at the same moment is found only while cancelling)."""
 

@@ -51,7 +51,7 @@ def _single_version(results: dict[str, tuple[dict, str]]) -> dg.DataVersion | No
 def _problem_metadata(problem: Problem | None) -> dict:
     if problem is None:
         return {"status": "ok"}
-    return {"status": problem.status, "reason": f"{problem.stage}: {problem.reason}"}
+    return {"status": problem.status, "reason": f"{problem.stage}: {problem.reason}", "stopped_at": str(problem.stage)}
 
 
 def _artifact(store: Store, relative: str) -> dg.MetadataValue | str:
@@ -272,9 +272,8 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
     def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource):
         deployment = atlas.deployment
         store = deployment.store()
-        template, rule = deployment.load_template(), deployment.load_rule()
-        mode = deployment.mode(rule)
-        version = deployment.extraction_version()
+        setup = deployment.extraction_setup()  # the version computed from the very rule and template used
+        template, rule, mode, version = setup.template, setup.rule, setup.mode, setup.version
         client = deployment.llm_client(cache=store) if mode == "llm" and deployment.llm_configured else None
         second = deployment.second_llm_client(cache=store) if client is not None else None
         checks: dict[str, list[CheckResult]] = {}
@@ -294,6 +293,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
                 "status": record.status.value,
                 "reason": record.reason,
                 "retryable": record.retryable,
+                "stopped_at": str(record.stopped_at or ""),
                 "mode": record.mode,
                 "sha256": record.sha256,
                 "completeness": record.completeness if record.completeness is not None else -1.0,
@@ -316,7 +316,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
             }
             return metadata, f"{record.sha256}:{record.extraction_version}"
 
-        results = batch.each(extract, parallel=deployment.settings.llm_concurrency if client is not None else 1)
+        results = batch.each(extract, parallel=deployment.pace().llm_concurrency if client is not None else 1)
         for key, (metadata, _) in results.items():
             batch.add_metadata(key, metadata, asset="document_extraction")
         if len(results) > 1:

@@ -6,13 +6,15 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
 
 from atlas_pipeline.config.redaction import redact
-from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.document_status import RunFacts
+from atlas_pipeline.core.statuses import Stage
 from atlas_pipeline.dagster_internals import AssetPartitionStatus, SerializableErrorInfo
 from atlas_pipeline.defs.asset_names import (
     DOCUMENT_ASSET_NAMES,
@@ -23,17 +25,13 @@ from atlas_pipeline.defs.asset_names import (
 from atlas_pipeline.defs.cancellation import cancelled_documents
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.extraction.kept_extraction import values_record
 from atlas_pipeline.extraction.version import ExtractionVersion
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_catalog
-from atlas_pipeline.knowledge.duplicate_records import load_groups
-from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
-from atlas_pipeline.outputs.completion import DocumentState
-from atlas_pipeline.review.decisions import decision_marks
+from atlas_pipeline.read_model.document_state import DocumentState
+from atlas_pipeline.read_model.states import build_states
 from atlas_pipeline.review.derivations import Derivations
-from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
+from atlas_pipeline.store.records import legacy_stage
 
 _EXCEPTION_PREFIX = re.compile(r"^[\w.]*(Error|Failure|Exception)\w*: ")
 # what a document's status is read from: the review is merged after it and has its own status (approved or not)
@@ -103,6 +101,21 @@ class PartitionFacts:
     cancelled: dict[str, str]
     failures: dict[str, tuple[str, bool]]  # key → (reason, interrupted) of its first failed asset
 
+    def run_facts(self, key: str) -> RunFacts:
+        """What Dagster says of one document, as the read model takes it (``core.document_status``)."""
+        per_asset = [self.statuses[asset_key].get(key) for asset_key in DOCUMENT_ASSET_KEYS]
+        running = AssetPartitionStatus.IN_PROGRESS in per_asset
+        crash, interrupted = ("", False)
+        if AssetPartitionStatus.FAILED in per_asset and not running:
+            crash, interrupted = self.failures[key]
+        return RunFacts(
+            running=running,
+            crash=crash,
+            interrupted=interrupted,
+            extracted=self.statuses[EXTRACTION_KEY].get(key) == AssetPartitionStatus.MATERIALIZED,
+            cancelled=self.cancelled.get(key, ""),
+        )
+
 
 def partition_facts(instance: dg.DagsterInstance, store: Store, keys: list[str]) -> PartitionFacts:
     statuses = {
@@ -143,6 +156,29 @@ def document_states(
     return collect_document_states(instance, store, load_catalog(store), version, only, tiers, derivations, facts)
 
 
+_RUN_SCANS: dict[str, tuple[float, list[DocumentState]]] = {}  # the latest run's scan (one run at a time per process)
+
+
+def states_of_run(context: dg.AssetExecutionContext, deployment: Deployment) -> tuple[float, list[DocumentState]]:
+    """When the documents were read, and where they stand — read once per run and shared by the aggregates that run
+    in it (task completion, the exports, the search index), so that they say the same thing and a refresh reads
+    every document once, not three times. The aggregates do not change the states they are given."""
+    kept = _RUN_SCANS.get(context.run_id)
+    if kept is None:
+        read_at = time.time()
+        kept = (read_at, document_states(context.instance, deployment))
+        _RUN_SCANS.clear()
+        _RUN_SCANS[context.run_id] = kept
+    return kept
+
+
+def known_keys(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
+    """Every known document: the partitions, then catalogued documents not yet registered as partitions."""
+    keys = list(instance.get_dynamic_partitions(documents_partitions.name))
+    known = set(keys)
+    return keys + [key for key in catalog.entries if key not in known]
+
+
 def collect_document_states(
     instance: dg.DagsterInstance,
     store: Store,
@@ -153,75 +189,12 @@ def collect_document_states(
     derivations: Derivations | None = None,
     facts: Callable[[list[str]], PartitionFacts] | None = None,
 ) -> list[DocumentState]:
-    """One state per known document partition (plus catalogued documents not yet registered as partitions).
-
-    An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
-    mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
-    exports, so two versions are never mixed. ``only``: just these documents."""
-    if only is not None:
-        keys = list(only)
-    else:
-        keys = list(instance.get_dynamic_partitions(documents_partitions.name))
-        known = set(keys)
-        keys += [key for key in catalog.entries if key not in known]
-    duplicates = load_groups(store).duplicate_of
-    known = facts(keys) if facts is not None else partition_facts(instance, store, keys)
-    statuses, cancelled = known.statuses, known.cancelled
-    marks = decision_marks(store) if only is None or len(keys) > 50 else decision_marks(store, keys)
-    states = []
-    for key in keys:
-        entry = catalog.entries.get(key)
-        per_asset = {asset_key: statuses[asset_key].get(key) for asset_key in DOCUMENT_ASSET_KEYS}
-        state = DocumentState(
-            key=key,
-            status=DocumentStatus.PENDING,
-            reason="known, not processed yet",
-            source_path=entry.source_path if entry else None,
-            source_removed=bool(entry and entry.removed),
-            snapshot=read_record(store, key, "snapshot", SnapshotRecord),
-            parse=read_record(store, key, "parse", ParseRecord),
-            extraction=read_record(store, key, "extraction", ExtractionRecord),
-            review=read_record(store, key, "review", DocumentReview),
-        )
-        if key in duplicates:
-            state.duplicate_of, state.duplicate_evidence = duplicates[key]
-        failed = [k for k, s in per_asset.items() if s == AssetPartitionStatus.FAILED]
-        if any(s == AssetPartitionStatus.IN_PROGRESS for s in per_asset.values()):
-            state.status, state.reason = DocumentStatus.EXTRACTING, "a run is processing it"
-        elif failed:
-            reason, interrupted = known.failures[key]
-            state.status, state.reason = (DocumentStatus.PENDING if interrupted else DocumentStatus.FAILED), reason
-            state.outside = True  # a step that crashed (storage, a fault): not the document's doing
-        elif per_asset[EXTRACTION_KEY] == AssetPartitionStatus.MATERIALIZED and state.extraction:
-            state.status = DocumentStatus(state.extraction.status)
-            state.reason = state.extraction.reason
-            state.outside = state.status == DocumentStatus.FAILED and state.extraction.retryable
-            document_problem = state.extraction.reason.startswith(("snapshot:", "parse:"))
-            if version and state.extraction.extraction_version != version.tag and not document_problem:
-                state.status, state.stale = DocumentStatus.PENDING, True
-                changed = version.changes_from(state.extraction.version_parts) or ["version"]
-                state.reason = (
-                    f"stale: extracted with version {state.extraction.extraction_version or 'unknown'}, now "
-                    f"{version.tag} ({', '.join(changed)} changed); re-extraction pending"
-                )
-            latest = state.extraction
-            kept = values_record(store, key, latest)
-            if kept is not latest:  # the latest did not go through: the last one that did stays shown
-                state.extraction = kept
-                state.reason += f"; the values of its extraction of {kept.extracted_at[:10]} and their decisions stay"
-            mark = marks.get(key, "")  # decisions made since the last merge show at once (the page, `atlas run`)
-            state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark)
-            review = state.current_review
-            if review is not None and review.approved and kept is latest:  # a failure is never hidden by approval
-                state.status, state.reason = DocumentStatus.APPROVED, review.summary()
-        if key in cancelled and state.status != DocumentStatus.EXTRACTING:
-            state.status, state.reason = DocumentStatus.CANCELLED, cancelled[key]
-        states.append(state)
-    reports = [Report(s.key, s.extraction.identifiers if s.extraction else {}, s.duplicate_of) for s in states]
-    studies = group_studies(reports, load_links(store))
-    for state in states:
-        state.study_id = studies.get(state.key, state.key)
-    return states
+    """One state per known document partition (plus catalogued documents not yet registered as partitions; ``only``:
+    just these documents): Dagster's facts read here, the states built by the read model (``read_model.states``)."""
+    keys = list(only) if only is not None else known_keys(instance, catalog)
+    read = facts(keys) if facts is not None else partition_facts(instance, store, keys)
+    runs = {key: read.run_facts(key) for key in keys}
+    return build_states(store, catalog, runs, version, accepted_tiers, derivations)
 
 
 def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry], version: str) -> set[str]:
@@ -256,7 +229,9 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
             continue
         metadata = materialization.metadata
         reason = str(metadata["reason"].value) if "reason" in metadata else ""
-        if reason.startswith("extract:"):  # the LLM step failed: worth another try
+        stopped = metadata.get("stopped_at")
+        stage = (stopped.value or None) if stopped is not None else legacy_stage(reason)
+        if stage == Stage.EXTRACT:  # the LLM step failed: worth another try
             continue
         retryable = metadata.get("retryable")
         if retryable is not None and retryable.value:  # a parsing provider failed: worth another try too

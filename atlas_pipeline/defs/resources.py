@@ -6,27 +6,14 @@ from __future__ import annotations
 import functools
 
 import dagster as dg
-from pydantic import SecretStr
 
-from atlas_pipeline.config.settings import ENV_PREFIX, AtlasSettings, load_settings
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry, load_entry
-
-SECRETS = {name for name, field in AtlasSettings.model_fields.items() if field.annotation is SecretStr}
-
-
-def environment_of(settings: AtlasSettings) -> dict[str, str]:
-    """The settings as the ``ATLAS_*`` variables that make them again, secrets left out."""
-    values = settings.model_dump(exclude=SECRETS)
-    return {
-        ENV_PREFIX + name.upper(): str(value).lower() if isinstance(value, bool) else str(value)
-        for name, value in values.items()
-    }
 
 
 @functools.lru_cache(maxsize=16)
 def _deployment(environment: tuple[tuple[str, str], ...]) -> Deployment:
-    return Deployment.from_settings(load_settings(dict(environment)))
+    return Deployment.from_environment(dict(environment))
 
 
 class AtlasResource(dg.ConfigurableResource):
@@ -40,15 +27,18 @@ class AtlasResource(dg.ConfigurableResource):
     llm_second_api_key: str = ""
 
     @classmethod
-    def from_settings(cls, settings: AtlasSettings) -> AtlasResource:
+    def from_deployment(cls, deployment: Deployment) -> AtlasResource:
         secrets = {
-            name: dg.EnvVar(ENV_PREFIX + name.upper()) for name in SECRETS if getattr(settings, name).get_secret_value()
+            variable.removeprefix("ATLAS_").lower(): dg.EnvVar(variable) for variable in deployment.secret_variables()
         }
-        return cls(environment=environment_of(settings), **secrets)
+        return cls(environment=deployment.environment(), **secrets)
 
     @property
     def deployment(self) -> Deployment:
-        secrets = {ENV_PREFIX + name.upper(): getattr(self, name) for name in SECRETS if getattr(self, name)}
+        """The run's deployment, built once per process for these settings."""
+        secrets = {
+            f"ATLAS_{name.upper()}": getattr(self, name) for name in Deployment.secret_names() if getattr(self, name)
+        }
         return _deployment(tuple(sorted({**self.environment, **secrets}.items())))
 
     def catalog_entry(self, key: str, catalog: Catalog | None = None) -> CatalogEntry:

@@ -7,7 +7,6 @@ import time
 
 import dagster as dg
 
-from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
@@ -16,6 +15,7 @@ from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
@@ -47,16 +47,17 @@ def _aliases_shown(aliases: list[str]) -> str:
     return ", ".join(aliases[:SHOWN_ALIASES]) + more
 
 
-def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str = "") -> dg.SensorDefinition:
+def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str = "") -> dg.SensorDefinition:
     """``extraction_version`` (the tag of ``extraction.version``) is part of every run key: when it changes, every
     document is requested again (parses are cached, so only the extraction is redone)."""
+    pace = deployment.pace()
     tag = hashlib.sha256(extraction_version.encode()).hexdigest()[:8]
 
     @dg.sensor(
         name="knowledge_base_sensor",
         jobs=[document_job, aggregates_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.sensor_interval_seconds,
+        minimum_interval_seconds=pace.scan_interval_seconds,
         description="Scans the knowledge base: adds a partition per new document and requests a run per new or "
         "edited version (run_key = key:fingerprint:extraction version). Removed sources are flagged, never deleted; "
         "a removal, restoration or duplicate refreshes the aggregates and is recorded on the document's snapshot.",
@@ -64,7 +65,7 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
     def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         store = atlas.deployment.store()
         try:
-            scan = refresh_catalog(atlas.deployment.open_knowledge_base(), store, settings.sensor_scan_budget_seconds)
+            scan = refresh_catalog(atlas.deployment.open_knowledge_base(), store, pace.scan_budget_seconds)
         except KnowledgeBaseError as error:  # gone (an unmounted share, a deleted bucket): say so, keep every result
             context.log.error(f"{error}; nothing is scanned until it is back (results so far are kept)")
             return dg.SensorResult(skip_reason=f"{error}: nothing scanned, results kept", cursor=context.cursor)
@@ -77,7 +78,7 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
             existing,
             InstanceFacts(context.instance, store, extraction_version),
             asked_already=asked,
-            limit=settings.sensor_max_runs_per_tick,
+            limit=pace.max_runs_per_tick,
             leave_cancelled=False,  # a cancellation was of one queued run: new bytes are a new request
         )
         to_add = plan.new_partitions
@@ -131,39 +132,37 @@ def build_knowledge_base_sensor(settings: AtlasSettings, extraction_version: str
 SPLITS_MARK = ":duplicate-splits"  # not a partition key (keys have no ':')
 
 
-def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
     @dg.sensor(
         name="review_sensor",
         jobs=[review_job, aggregates_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.review_interval_seconds,
+        minimum_interval_seconds=deployment.pace().review_interval_seconds,
         description="Imports reviewed workbooks dropped into the review inbox (ATLAS_REVIEW_INBOX; a report per "
         "workbook, shown on the review page) and requests a document_review run for every document with a new "
         "decision (from the review page or a workbook); task completion and the exports follow.",
     )
     def review_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
-        from atlas_pipeline.review.accounts import logins_required
         from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when it ticks
 
-        store = atlas.deployment.store()
-        if settings.review_inbox:
+        deployment = atlas.deployment
+        store, policy = deployment.store(), deployment.review_policy()
+        if policy.inbox:
             try:
-                inbox = Store(settings.review_inbox)
-                deployment = atlas.deployment
                 template, derivations = deployment.load_template(), deployment.derivations()
                 for report in import_inbox(
-                    inbox,
+                    Store(policy.inbox),
                     store,
                     template,
-                    settings.reviewer,
+                    policy.reviewer,
                     derivations,
-                    deployment.accepted_tiers(),
-                    settings.review_workbook_max_rows,
-                    authors_required=logins_required(settings.review_users, settings.review_auth_header),
+                    policy.accepted_tiers,
+                    policy.workbook_max_rows,
+                    authors_required=policy.logins_required,
                 ):
                     context.log.info(f"review inbox: {report.summary()}")
             except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
-                context.log.error(f"review inbox {settings.review_inbox}: {type(error).__name__}: {error}")
+                context.log.error(f"review inbox {policy.inbox}: {type(error).__name__}: {error}")
         seen = decode_cursor(context.cursor)
         splits = str(load_splits(store).changed_at)
         if splits != seen.get(SPLITS_MARK, "0.0"):  # a person split or joined a duplicate group: the aggregates follow
@@ -194,12 +193,14 @@ def build_review_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     return review_sensor
 
 
-def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+def build_freshness_sensor(deployment: Deployment) -> dg.SensorDefinition:
+    pace = deployment.pace()
+
     @dg.sensor(
         name="aggregates_freshness_sensor",
         jobs=[aggregates_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.automation_interval_seconds,
+        minimum_interval_seconds=pace.automation_interval_seconds,
         description="Catches the aggregates up when an extraction or a review landed while they were being computed "
         "(the automation counts it as handled by that run, which had read the states before): requests the "
         "aggregates again once nothing refreshes them.",
@@ -207,7 +208,7 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     def aggregates_freshness_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         policy = atlas.deployment.final_values_policy()
         facts = aggregate_facts(context.instance, policy=policy)
-        behind = aggregates_missed(facts, now=time.time(), grace=3 * settings.automation_interval_seconds)
+        behind = aggregates_missed(facts, now=time.time(), grace=3 * pace.automation_interval_seconds)
         made = facts.refreshed_at is not None
         if behind is None and not (made and facts.policy_changed):
             return dg.SensorResult(skip_reason="the aggregates include every document that landed")
@@ -227,14 +228,16 @@ def build_freshness_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     return aggregates_freshness_sensor
 
 
-def build_cancellation_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+def build_cancellation_sensor(deployment: Deployment) -> dg.SensorDefinition:
+    pace = deployment.pace()
+
     @dg.run_status_sensor(
         name="cancelled_documents_sensor",
         run_status=dg.DagsterRunStatus.CANCELED,
         monitor_all_code_locations=False,
         request_job=aggregates_job,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.automation_interval_seconds,
+        minimum_interval_seconds=pace.automation_interval_seconds,
         description="Counts a cancelled document run (`atlas cancel`, or a queued run terminated in the UI) in the "
         "aggregates: its documents are `cancelled` now, though nothing was materialised.",
     )
@@ -247,12 +250,14 @@ def build_cancellation_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     return cancelled_documents_sensor
 
 
-def build_llm_batch_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
+def build_llm_batch_sensor(deployment: Deployment) -> dg.SensorDefinition:
+    pace = deployment.pace()
+
     @dg.sensor(
         name="llm_batch_sensor",
         jobs=[document_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.llm_batch_poll_seconds,
+        minimum_interval_seconds=pace.batch_poll_seconds,
         description="Batch API mode (ATLAS_LLM_BATCH): submits the queued extraction requests as a batch, looks at "
         "the open batches, takes in the answers of those that ended and runs their documents again to grade them.",
     )
@@ -274,12 +279,12 @@ def build_llm_batch_sensor(settings: AtlasSettings) -> dg.SensorDefinition:
     return llm_batch_sensor
 
 
-def build_automation_sensor(settings: AtlasSettings) -> dg.AutomationConditionSensorDefinition:
+def build_automation_sensor(deployment: Deployment) -> dg.AutomationConditionSensorDefinition:
     return dg.AutomationConditionSensorDefinition(
         "aggregates_automation_sensor",
         target=dg.AssetSelection.groups(AGGREGATES_GROUP),
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.automation_interval_seconds,
+        minimum_interval_seconds=deployment.pace().automation_interval_seconds,
         description="Refreshes task_completion, the exports (and the evaluation against the gold, when configured) "
         "after documents land.",
     )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.sources.collector import Collector, Politeness
-from atlas_pipeline.sources.config import Source, SourcesError, load_sources, sources_file
+from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.sources.collector import Collector
+from atlas_pipeline.sources.config import Source, SourcesError
 from atlas_pipeline.sources.state import PAUSE_AFTER_FAILURES
 from atlas_pipeline.store.files import Store
 
@@ -21,26 +21,13 @@ def extraction_backlog(instance: dg.DagsterInstance) -> int:
     return instance.get_runs_count(dg.RunsFilter(statuses=WAITING_OR_RUNNING))
 
 
-def politeness(settings: AtlasSettings) -> Politeness:
-    return Politeness(
-        user_agent=settings.sources_user_agent,
-        max_bytes=int(settings.max_document_mb * 1024 * 1024),
-        backlog_threshold=settings.sources_backlog_threshold,
-    )
-
-
-def declared_sources(settings: AtlasSettings) -> list[Source]:
-    path = sources_file(settings.sources, settings.seeds_dir)
-    return load_sources(path) if path else []
-
-
-def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDefinition:
+def build_source_sensor(source: Source, deployment: Deployment) -> dg.SensorDefinition:
     where = source.feed or f"{len(source.urls)} URL(s)"
 
     @dg.sensor(
         name=source.sensor_name,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=settings.sources_interval_seconds,
+        minimum_interval_seconds=deployment.pace().sources_interval_seconds,
         description=f"Collects {source.kind} {where} into {source.target}/ of the knowledge base (robots.txt, "
         f"conditional GET, ≥ {source.min_domain_interval_seconds:g} s between requests to a domain; paused after "
         f"{PAUSE_AFTER_FAILURES} failures in a row — `atlas sources resume` — and slowed while the extraction backlog "
@@ -48,7 +35,7 @@ def build_source_sensor(source: Source, settings: AtlasSettings) -> dg.SensorDef
     )
     def source_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SkipReason:
         collector = Collector(
-            source, atlas.deployment.store(), Store(atlas.deployment.knowledge_base), politeness(settings)
+            source, atlas.deployment.store(), Store(atlas.deployment.knowledge_base), atlas.deployment.politeness()
         )
         report = collector.run(backlog=extraction_backlog(context.instance), budget_seconds=TICK_BUDGET_SECONDS)
         if report.paused:
@@ -79,9 +66,9 @@ def sources_error_sensor(error: SourcesError) -> dg.SensorDefinition:
     return sources_file_error
 
 
-def build_source_sensors(settings: AtlasSettings) -> list[dg.SensorDefinition]:
+def build_source_sensors(deployment: Deployment) -> list[dg.SensorDefinition]:
     try:
-        sources = declared_sources(settings)
+        sources = deployment.declared_sources()
     except SourcesError as error:
         return [sources_error_sensor(error)]
-    return [build_source_sensor(source, settings) for source in sources]
+    return [build_source_sensor(source, deployment) for source in sources]

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import time
 
+from atlas_pipeline.core.clock import now_iso
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.estimate import RunEstimate, answer_tokens_guess, estimate_document, seconds_per_answer
 from atlas_pipeline.extraction.kept_extraction import keep_last_good
-from atlas_pipeline.extraction.llm import LLMClient
+from atlas_pipeline.extraction.llm.client import LLMClient
 from atlas_pipeline.extraction.modes import ExtractionInput, mode_for
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
-from atlas_pipeline.knowledge.catalog import CatalogEntry, now_iso
+from atlas_pipeline.knowledge.catalog import CatalogEntry
 from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceMissingError
 from atlas_pipeline.parsing import (
     DocumentError,
@@ -76,7 +77,7 @@ def extract_document(
     problem = parse.problem or snapshot.problem
     if problem:
         record.status, record.reason = DocumentStatus(problem.status), f"{problem.stage}: {problem.reason}"
-        record.retryable = problem.retryable
+        record.retryable, record.stopped_at = problem.retryable, problem.stage
     else:
         inputs = ExtractionInput(
             snapshot=snapshot,

@@ -20,8 +20,8 @@ from rapidfuzz import fuzz
 
 from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.extraction.extractor import ExtractionOutcome, extract_with_llm
-from atlas_pipeline.extraction.llm import LLMClient
-from atlas_pipeline.extraction.llm_results import LLMError
+from atlas_pipeline.extraction.llm.client import LLMClient
+from atlas_pipeline.extraction.llm.errors import LLMError
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.grading.agreement import compare_extractions

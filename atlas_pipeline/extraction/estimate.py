@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.extractor import plan_requests
-from atlas_pipeline.extraction.llm import LLMClient, cache_key, estimate_tokens
+from atlas_pipeline.extraction.llm.cache import cache_key
+from atlas_pipeline.extraction.llm.client import LLMClient
+from atlas_pipeline.extraction.llm.config import estimate_tokens
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule

@@ -22,8 +22,9 @@ from typing import Any
 
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template, TemplateModule, entry_field_name, entry_field_parts
-from atlas_pipeline.extraction.llm import LLMClient
-from atlas_pipeline.extraction.llm_results import LLMAnswerCutError, LLMError, LLMQueuedError, Usage
+from atlas_pipeline.extraction.llm.client import LLMClient
+from atlas_pipeline.extraction.llm.errors import LLMAnswerCutError, LLMError, LLMQueuedError
+from atlas_pipeline.extraction.llm.usage import Usage
 from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
@@ -231,9 +232,8 @@ class _Asker:
         try:
             answer = self.client.complete(messages, schema, answer_model(template))
         except LLMError as error:
-            self.usage.add(error.usage)
-            error.usage = Usage()
-            raise
+            self.usage.add(error.usage)  # counted here: the error raised on says it cost nothing more
+            raise error.costing(Usage()) from error
         self.usage.add(answer.usage)
         return answer.data
 
@@ -403,10 +403,8 @@ def extract_with_llm(
     failed = [(asker, answer) for asker, answer in zip(askers, answers, strict=True) if isinstance(answer, LLMError)]
     failed.sort(key=lambda item: isinstance(item[1], LLMQueuedError))  # a failure for good says more than a wait
     for asker, error in failed[:1]:  # what every request cost, the other chunks' included
-        error.usage = usage
-        if isinstance(error, LLMAnswerCutError) and asker.asked:
-            error.reason += f" (asked: {'; '.join(asker.asked)})"
-        raise error
+        asked = f" (asked: {'; '.join(asker.asked)})" if isinstance(error, LLMAnswerCutError) and asker.asked else ""
+        raise error.costing(usage, asked)
     for index, (asker, data) in enumerate(zip(askers, answers, strict=True), 1):
         if asker.asked:
             answer_parts += [f"part {index}: {what}" if asker.part else what for what in asker.asked]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.statuses import DocumentStatus, Stage
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.dual import (
     SECOND,
@@ -25,8 +25,9 @@ from atlas_pipeline.extraction.dual import (
     take_second_look,
 )
 from atlas_pipeline.extraction.extractor import extract_with_llm
-from atlas_pipeline.extraction.llm import LLMClient
-from atlas_pipeline.extraction.llm_results import LLMError, LLMQueuedError, Usage
+from atlas_pipeline.extraction.llm.client import LLMClient
+from atlas_pipeline.extraction.llm.errors import LLMError, LLMQueuedError
+from atlas_pipeline.extraction.llm.usage import Usage
 from atlas_pipeline.extraction.prompt import PromptSources
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.skip import skip_wrapper
@@ -109,7 +110,8 @@ class LLMMode(ExtractionMode):
     def run(self, inputs: ExtractionInput, record: ExtractionRecord) -> dict[str, Any] | None:
         if self.llm is None:
             record.status, record.reason = DocumentStatus.FAILED, "extract: llm mode but no LLM endpoint configured"
-            record.retryable = True  # the deployment's, not the document's: it runs again once one is set
+            # the deployment's, not the document's: it runs again once one is set
+            record.retryable, record.stopped_at = True, Stage.EXTRACT
             return None
         markdown = inputs.markdown()
         record.identifiers = find_identifiers(markdown)
@@ -127,7 +129,7 @@ class LLMMode(ExtractionMode):
                     if isinstance(answer, LLMError)
                 ]
                 record.status, record.reason = DocumentStatus.FAILED, "extract: " + "; ".join(failed)
-                record.retryable = True  # the endpoint's failure, not the document's
+                record.retryable, record.stopped_at = True, Stage.EXTRACT  # the endpoint's failure, not the document's
                 self._account(record, first.usage, other.usage)
                 return None
             outcome = first
@@ -153,7 +155,7 @@ class LLMMode(ExtractionMode):
                 return None
             except LLMError as error:  # the endpoint's failure, not the document's: another run may succeed
                 record.status, record.reason = DocumentStatus.FAILED, f"extract: {error.reason}"
-                record.retryable = True
+                record.retryable, record.stopped_at = True, Stage.EXTRACT
                 self._account(record, error.usage)
                 return None
             self._account(record, outcome.usage)

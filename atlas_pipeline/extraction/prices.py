@@ -11,11 +11,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from atlas_pipeline.core.errors import AtlasError
+
 MILLION = 1_000_000
 _DATED = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{4})$")  # -2024-07-18, -0613
 
 
-class PriceError(ValueError):
+class PriceError(AtlasError, ValueError):
     """The price table cannot be read (a clear message naming the file and what is wrong)."""
 
 

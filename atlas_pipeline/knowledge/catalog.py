@@ -11,10 +11,11 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic import BaseModel
 
+from atlas_pipeline.core.clock import now_stamp
 from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceFile, SourceMissingError
 from atlas_pipeline.knowledge.partition_keys import make_key
 from atlas_pipeline.parsing.errors import DocumentError
@@ -23,14 +24,6 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import CATALOG_PATH, catalog_entry_path
 
 PROGRESS_SECONDS = 1.0  # a long scan reports how far it got at most this often
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def sha256_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 class CatalogEntry(BaseModel):
@@ -183,7 +176,7 @@ def scan(
     catalog is written once, by the caller.
     """
     updated = _working_copy(catalog)
-    stamp = datetime.now(UTC).isoformat(timespec="microseconds")  # orders entries changed by concurrent scans
+    stamp = now_stamp()  # orders entries changed by concurrent scans
     result = ScanResult(catalog=updated, stamp=stamp)
     entries = updated.entries
     path_index = updated.by_path()

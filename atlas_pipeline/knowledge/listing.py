@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 from fsspec.implementations.local import LocalFileSystem
 
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.store.files import Store, filesystem_for
 
 # Files a person did not mean as documents: editor/OS droppings and partial downloads.
@@ -34,7 +35,7 @@ IGNORED_SUFFIXES = (".part", ".crdownload", ".tmp", ".swp")
 CHUNK = 1 << 20
 
 
-class SourceMissingError(FileNotFoundError):
+class SourceMissingError(AtlasError, FileNotFoundError):
     """The source file is gone (deleted or renamed between listing and reading)."""
 
 
@@ -43,7 +44,7 @@ class SourceRefusedError(SourceMissingError):
     outside it, a directory, a device): refused when it is opened, never read."""
 
 
-class KnowledgeBaseError(FileNotFoundError):
+class KnowledgeBaseError(AtlasError, FileNotFoundError):
     """The knowledge base itself cannot be listed (missing, or a file instead of a folder)."""
 
 

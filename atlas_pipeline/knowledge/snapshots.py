@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import time
 
-from atlas_pipeline.knowledge.catalog import CatalogEntry, now_iso, sha256_of
+from atlas_pipeline.core.clock import now_iso
+from atlas_pipeline.core.hashing import sha256_of
+from atlas_pipeline.knowledge.catalog import CatalogEntry
 from atlas_pipeline.knowledge.listing import KnowledgeBase, SourceMissingError, SourceRefusedError
 from atlas_pipeline.parsing import (
     DocumentError,

@@ -4,12 +4,13 @@ refused, saying how to start a review of its own (``config.review_folder``)."""
 
 from __future__ import annotations
 
-from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.core.clock import now_iso
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import STATE_OWNER_PATH
 
 
-class StateOwnerError(ValueError):
+class StateOwnerError(AtlasError, ValueError):
     """The state in these folders belongs to another knowledge base."""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from atlas_pipeline.config.review_folder import find_review
 from atlas_pipeline.config.settings import PROJECT_ROOT, SettingsWarning
+from atlas_pipeline.core.errors import AtlasError
 
 DEFAULT_HOME = Path("var/dagster_home")
 
@@ -58,7 +59,7 @@ def prepare_dagster_home(instance_config: str = "") -> Path:
     return home
 
 
-class InstanceHomeError(FileNotFoundError):
+class InstanceHomeError(AtlasError, FileNotFoundError):
     """DAGSTER_HOME cannot be created or written (read-only, a file in the way, permissions)."""
 
 

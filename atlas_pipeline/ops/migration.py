@@ -25,14 +25,15 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.dagster_internals import NOT_FINISHED_STATUSES, datetime_from_timestamp, run_storage_tables
-from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.store.files import Store
 
 Progress = Callable[[str], None]
 
 
-class MigrationError(RuntimeError):
+class MigrationError(AtlasError, RuntimeError):
     """The migration cannot go on safely; the message says why and what to do."""
 
 

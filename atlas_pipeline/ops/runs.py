@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.core.errors import AtlasError
 
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # a document run says nothing on the console: its outcome is printed per document with the reason (a failed document's
@@ -26,7 +27,7 @@ PID_TAG, HOST_TAG = "atlas/pid", "atlas/host"
 INTERRUPTED_ERRORS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
 
 
-class RunStopped(Exception):
+class RunStopped(AtlasError):
     """A run was interrupted (SIGINT or SIGTERM): the caller stops starting documents."""
 
 
@@ -62,27 +63,26 @@ def went_through(result) -> bool:  # an ExecuteInProcessResult
 _WORKER: dict = {}
 
 
-def _worker_context(defs=None, instance=None):
-    """Definitions and instance: given, or (in a worker process) built once and cached."""
+def _worker_context(defs=None, instance=None, build=None):
+    """Definitions and instance: given, or (in a worker process) built once with ``build`` — the composition root's
+    ``build_definitions``, handed down so that ``ops`` never imports the definitions it serves — and cached."""
     import dagster as dg
-
-    from atlas_pipeline.definitions import build_definitions
 
     if defs is None:
         if not _WORKER:
-            _WORKER["defs"] = build_definitions(load_settings())
+            _WORKER["defs"] = build(load_settings())
             _WORKER["instance"] = dg.DagsterInstance.get()
         defs, instance = _WORKER["defs"], _WORKER["instance"]
     return defs, instance
 
 
-def _run_batch(keys: list[str], defs=None, instance=None) -> list[tuple[str, bool, float]]:
+def _run_batch(keys: list[str], defs=None, instance=None, build=None) -> list[tuple[str, bool, float]]:
     """Materialise the documents of ``keys`` (consecutive partitions) in one Dagster run — one run per document
     when there is one key. A batch whose run fails at a step (a fault, not a failed document) is run again one
     document per run, so a document that raises fails alone, with its own reason."""
     from atlas_pipeline.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-    defs, instance = _worker_context(defs, instance)
+    defs, instance = _worker_context(defs, instance, build)
     tags = run_tags()
     began = time.perf_counter()
     if len(keys) == 1:
@@ -122,9 +122,10 @@ def batches(keys: list[str], ordered: list[str], size: int) -> list[list[str]]:
     return groups + [[key] for key in keys if key not in registered]
 
 
-def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1):
+def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1, build=None):
     """Yield (key, success, seconds) per document as runs finish; ``batch`` > 1 materialises up to that many
-    documents per Dagster run, ``workers`` > 1 runs batches in parallel processes."""
+    documents per Dagster run, ``workers`` > 1 runs batches in parallel processes, each building its definitions
+    with ``build`` (a module-level function taking the settings, so that it can be sent to another process)."""
     from atlas_pipeline.defs.partitions import documents_partitions
 
     ordered = list(instance.get_dynamic_partitions(documents_partitions.name))
@@ -133,11 +134,13 @@ def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1)
         for group in groups:
             yield from _run_batch(group, defs, instance)
         return
+    if build is None:
+        raise ValueError("run_documents: workers > 1 needs build (the function that builds the definitions)")
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_batch, group) for group in groups]
+        futures = [pool.submit(_run_batch, group, None, None, build) for group in groups]
         try:
             for future in as_completed(futures):
                 yield from future.result()

@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.outputs.gold_formats import is_yun_row, yun_values
@@ -58,7 +59,7 @@ class GoldValue(BaseModel):
     median: bool = False  # a median (and its IQR or range) the annotator put where the mean (and SD) go
 
 
-class GoldError(ValueError):
+class GoldError(AtlasError, ValueError):
     """A gold file that cannot be read; the message names the line."""
 
 

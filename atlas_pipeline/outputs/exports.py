@@ -26,12 +26,13 @@ from atlas_pipeline.outputs.analysis_files import (
     excluded_frame,
     study_entries,
 )
-from atlas_pipeline.outputs.completion import DocumentState, TaskCompletion
+from atlas_pipeline.outputs.completion import TaskCompletion
 from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER, forest_plots, forest_svg
 from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import STUDIES_STEM, STUDY_SCHEMA, studies, studies_frame
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.final_values import DocumentReview

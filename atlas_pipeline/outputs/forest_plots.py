@@ -19,8 +19,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from scipy import stats
-
 from atlas_pipeline.outputs.analysis_files import entry_key
 from atlas_pipeline.outputs.analysis_files import evidence_field as field_of_cell
 
@@ -82,6 +80,8 @@ class Pooled:
     @property
     def q_p(self) -> float:
         """The p of Cochran's Q on k − 1 degrees of freedom (1 with one study)."""
+        from scipy import stats  # only where a heterogeneity p is computed
+
         return float(stats.chi2.sf(self.q, self.k - 1)) if self.k > 1 else 1.0
 
 

@@ -37,10 +37,10 @@ from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import RATIOS, Entry, arm_rows, entry_key
-from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.outputs.workbook import neutralise_text
+from atlas_pipeline.read_model.document_state import DocumentState
 
 REVMAN_STEMS = {
     "study_information": "atlas_revman_study_information",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import value_text
 from atlas_pipeline.review.final_values import FinalField
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue, reconcile, report_fields

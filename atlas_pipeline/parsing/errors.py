@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from atlas_pipeline.core.errors import AtlasError
 
-class DocumentError(Exception):
+
+class DocumentError(AtlasError):
     """Base class: the document itself is the problem (not the pipeline). ``status`` is failed or skipped."""
 
     status = "failed"

@@ -25,7 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.core.clock import now_iso
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.review.decisions import reviewer_name
 
 Role = Literal["extractor", "adjudicator", "admin"]
@@ -34,7 +35,7 @@ MIN_PASSWORD_CHARS = 10
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}  # OWASP's scrypt minimum; about 50 ms a check
 
 
-class AccountError(ValueError):
+class AccountError(AtlasError, ValueError):
     """An account cannot be made or changed; the message says why."""
 
 

@@ -18,12 +18,15 @@ import math
 import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.clock import now_stamp
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.core.numbers import NotANumber, read_number
 from atlas_pipeline.core.p_values import parse_p
 from atlas_pipeline.core.plausibility import MAX_MAGNITUDE, value_problem
@@ -47,7 +50,7 @@ REJECT_REASONS: tuple[str, ...] = ("not_reported", "wrong_value", "wrong_quote",
 BLIND_TO: tuple[str, ...] = ("reviewers", "models")
 
 
-class DecisionRefused(ValueError):
+class DecisionRefused(AtlasError, ValueError):
     """The decision cannot be recorded; the message says why in words a reviewer understands."""
 
 
@@ -211,10 +214,6 @@ def _plausible(field: TemplateField | None, number: float | int) -> float | int:
     return number
 
 
-def now_stamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
 def file_stamp(decided_at: str) -> str:
     return decided_at.replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
 
@@ -239,111 +238,135 @@ def reviewer_name(name: str | None) -> str:
     return name
 
 
-def decide(
-    store: Store,
-    record: ExtractionRecord | None,
-    field: str,
-    action: str,
-    *,
-    reviewer: str,
-    shown: tuple[str, str] | None,
-    shown_value: str | None = None,
-    template_field: TemplateField | None = None,
-    value: Any = None,
-    quote: str | None = None,
-    note: str = "",
-    source: str = "page",
-    decision_id: str = "",
-    identity: Sequence[str] = (),
-    role: str = "reviewer",
-    blind_to: Sequence[str] = (),
-    reason: str = "",
-    scope: EvidenceScope | None = None,
-    selected_on: int | None = None,
-    proposed: Mapping[str, Any] | None = None,
-    selection: Selection | None = None,
-) -> Decision | None:
-    """Record one decision on ``field`` of the document's current extraction and return it.
+@dataclass(frozen=True)
+class DecisionRequest:
+    """One decision as a person (the page, a workbook row) asks for it, before it is checked and recorded.
 
     ``shown``: (sha256, extraction version) of the extraction the reviewer looked at, and ``shown_value`` the
     model's value as shown (``value_text``); when either has changed since, the decision is refused — deciding on
     values that are no longer there would be a silent error. ``decision_id``: a stable id (a workbook row); a
     decision with that id already in the log, or one saying exactly the same about the same value, is not written
-    again and None is returned. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``:
-    what the reviewer did not see (``BLIND_TO``), recorded with the decision. ``scope``: the document's text, to
-    grade a correction's quote as a model's would be (``selected_on``: the page its words were selected on;
-    ``selection``: the words selected, ``scope`` then being those words — ``review.person_quotes``).
-    ``proposed``: a value the review proposes where the model gave none (a derived value: ``value``, ``tier``) —
-    the decision is made on it, as on a model's value.
+    again. ``role``: ``adjudicator`` settles a disagreement between reviewers; ``blind_to``: what the reviewer did
+    not see (``BLIND_TO``), recorded with the decision. ``scope``: the document's text, to grade a correction's quote
+    as a model's would be (``selected_on``: the page its words were selected on; ``selection``: the words selected,
+    ``scope`` then being those words — ``review.person_quotes``). ``proposed``: a value the review proposes where
+    the model gave none (a derived value: ``value``, ``tier``) — the decision is made on it, as on a model's value.
     """
+
+    field: str
+    action: str
+    reviewer: str
+    shown: tuple[str, str] | None
+    shown_value: str | None = None
+    template_field: TemplateField | None = None
+    value: Any = None
+    quote: str | None = None
+    note: str = ""
+    source: str = "page"
+    decision_id: str = ""
+    identity: Sequence[str] = ()
+    role: str = "reviewer"
+    blind_to: Sequence[str] = ()
+    reason: str = ""
+    scope: EvidenceScope | None = None
+    selected_on: int | None = None
+    proposed: Mapping[str, Any] | None = None
+    selection: Selection | None = None
+
+
+def decide(store: Store, record: ExtractionRecord | None, request: DecisionRequest) -> Decision | None:
+    """Record one decision (``DecisionRequest``) on a field of the document's current extraction and return it; None
+    when the log already holds it (the same ``decision_id``, or exactly the same said of the same value)."""
+    reason, reviewer, quote = request.reason, request.reviewer, request.quote  # normalised below
     reason = (reason or "").strip().lower().replace(" ", "_")
-    if reason and (action != "reject" or reason not in REJECT_REASONS):
+    if reason and (request.action != "reject" or reason not in REJECT_REASONS):
         raise DecisionRefused(
             f"a reason ({reason!r}) goes with a rejection only, and is one of {', '.join(REJECT_REASONS)}"
         )
-    if role not in ("reviewer", "adjudicator"):
-        raise DecisionRefused(f"unknown role {role!r}: reviewer or adjudicator")
-    unknown = sorted(set(blind_to) - set(BLIND_TO))
+    if request.role not in ("reviewer", "adjudicator"):
+        raise DecisionRefused(f"unknown role {request.role!r}: reviewer or adjudicator")
+    unknown = sorted(set(request.blind_to) - set(BLIND_TO))
     if unknown:
         raise DecisionRefused(f"unknown blindness {', '.join(unknown)}: {' or '.join(BLIND_TO)}")
     if record is None:
         raise DecisionRefused("this document has no extraction to review yet")
-    if action not in ACTIONS:
-        raise DecisionRefused(f"unknown decision {action!r}: use approve, correct or reject")
-    extracted = record.values().get(field)
-    if proposed is not None and (extracted is None or extracted.get("value") is None):
+    if request.action not in ACTIONS:
+        raise DecisionRefused(f"unknown decision {request.action!r}: use approve, correct or reject")
+    extracted = record.values().get(request.field)
+    if request.proposed is not None and (extracted is None or extracted.get("value") is None):
         # a value the review proposes where no model gave one (a derived value), in every mode: decided on as shown
-        extracted = {**(extracted or {}), "value": proposed.get("value"), "tier": proposed.get("tier")}
-    if extracted is not None and extracted.get("tier") == NOT_EXTRACTED and action == "approve":
+        extracted = {**(extracted or {}), "value": request.proposed.get("value"), "tier": request.proposed.get("tier")}
+    if extracted is not None and extracted.get("tier") == NOT_EXTRACTED and request.action == "approve":
         raise DecisionRefused(
-            f"no value was extracted for {field}: enter the value found in the document (correct), or reject it as "
-            "not reported"
+            f"no value was extracted for {request.field}: enter the value found in the document (correct), or reject "
+            "it as not reported"
         )
     if extracted is None:
-        group, entry, _ = entry_field_parts(field)
-        if not (group and entry is not None and template_field is not None and action in ("correct", "reject")):
+        group, entry, _ = entry_field_parts(request.field)
+        if not (
+            group
+            and entry is not None
+            and request.template_field is not None
+            and request.action in ("correct", "reject")
+        ):
             known = ", ".join(record.values()) or "none"
-            raise DecisionRefused(f"{record.key} has no extracted field {field!r} (fields: {known})")
+            raise DecisionRefused(f"{record.key} has no extracted field {request.field!r} (fields: {known})")
         # an entry the model missed, added by a person (``correct``), or such a value taken back (``reject``)
-        unknown = not any(d.field == field for d in load_decisions(store, record.key))
-        if action == "reject" and role != "adjudicator" and unknown:  # an adjudicator may settle on "not reported"
-            raise DecisionRefused(f"{field} was neither extracted nor added: nothing to reject")
+        unknown = not any(d.field == request.field for d in load_decisions(store, record.key))
+        # nothing to reject — but an adjudicator may settle on "not reported"
+        if request.action == "reject" and request.role != "adjudicator" and unknown:
+            raise DecisionRefused(f"{request.field} was neither extracted nor added: nothing to reject")
         extracted = {}
-    if shown is not None and (shown[0] != record.sha256 or shown[1] != record.extraction_version):
+    if request.shown is not None and (
+        request.shown[0] != record.sha256 or request.shown[1] != record.extraction_version
+    ):
         raise DecisionRefused(
-            f"the extraction of {record.key} changed since this was shown (made on {shown[0][:12]}/{shown[1]}, now "
-            f"{record.sha256[:12]}/{record.extraction_version}): look at the new values and decide again"
+            f"the extraction of {record.key} changed since this was shown (made on "
+            f"{request.shown[0][:12]}/{request.shown[1]}, now {record.sha256[:12]}/{record.extraction_version}): look "
+            "at the new values and decide again"
         )
-    if shown_value is not None and not _same_text(shown_value, value_text(extracted.get("value"))):
+    if request.shown_value is not None and not _same_text(request.shown_value, value_text(extracted.get("value"))):
         raise DecisionRefused(
-            f"the model's value of {field} changed since this was shown ({shown_value!r}, now "
+            f"the model's value of {request.field} changed since this was shown ({request.shown_value!r}, now "
             f"{value_text(extracted.get('value'))!r}): look at the new value and decide again"
         )
     reviewer = reviewer_name(reviewer)
-    corrected = coerce_value(value, template_field) if action == "correct" else None
-    quote = (quote or "").strip() or None if action == "correct" else None
+    corrected = coerce_value(request.value, request.template_field) if request.action == "correct" else None
+    quote = (quote or "").strip() or None if request.action == "correct" else None
     checked = (
-        check_quote(scope, field, template_field, corrected, quote, selected_on, selection) if scope and quote else None
+        check_quote(
+            request.scope,
+            request.field,
+            request.template_field,
+            corrected,
+            quote,
+            request.selected_on,
+            request.selection,
+        )
+        if request.scope and quote
+        else None
     )
-    for earlier in load_decisions(store, record.key, withdrawn=True) if decision_id or source != "page" else []:
+    for earlier in (
+        load_decisions(store, record.key, withdrawn=True) if request.decision_id or request.source != "page" else []
+    ):
         repeated = (
-            earlier.field == field
-            and (earlier.reviewer, earlier.action, earlier.value) == (reviewer, action, corrected)
+            earlier.field == request.field
+            and (earlier.reviewer, earlier.action, earlier.value) == (reviewer, request.action, corrected)
             and (earlier.made_on.sha256, earlier.made_on.extraction_version)
             == (record.sha256, record.extraction_version)
             and same_value(earlier.made_on.model_value, extracted.get("value"))
         )
-        if earlier.id == decision_id or repeated:
+        if earlier.id == request.decision_id or repeated:
             return None  # already in the log: an import run again, or the same workbook row dropped twice
     decision = Decision(
-        id=decision_id or uuid.uuid4().hex[:12],
+        id=request.decision_id or uuid.uuid4().hex[:12],
         document=record.key,
-        field=field,
-        action=action,  # type: ignore[arg-type]  # checked against ACTIONS above
+        field=request.field,
+        action=request.action,  # type: ignore[arg-type]  # checked against ACTIONS above
         value=corrected,
         quote=quote,
         quote_check=checked,
-        note=(note or "").strip(),
+        note=(request.note or "").strip(),
         reviewer=reviewer,
         decided_at=now_stamp(),
         made_on=MadeOn(
@@ -351,11 +374,11 @@ def decide(
             extraction_version=record.extraction_version,
             model_value=extracted.get("value"),
             tier=str(extracted.get("tier") or ""),
-            entry=entry_identity(record.fields, field, identity),
+            entry=entry_identity(record.fields, request.field, request.identity),
         ),
-        source=source,
-        role=role,  # type: ignore[arg-type]  # checked above
-        blind_to=sorted(set(blind_to)),
+        source=request.source,
+        role=request.role,  # type: ignore[arg-type]  # checked above
+        blind_to=sorted(set(request.blind_to)),
         reason=reason,
     )
     store.write_json(f"{decisions_dir(record.key)}/{decision_file(decision)}", decision.model_dump(mode="json"))

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from atlas_pipeline.core.clock import now_stamp
 from atlas_pipeline.review.decisions import (
     WHOLE_DOCUMENT,
     Decision,
@@ -28,7 +29,6 @@ from atlas_pipeline.review.decisions import (
     decision_marks,
     file_stamp,
     load_decisions,
-    now_stamp,
     reviewer_name,
     withdraw,
 )

@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from atlas_pipeline.core.clock import now_iso
 from atlas_pipeline.core.templates import entry_field_parts
-from atlas_pipeline.knowledge.catalog import now_iso
 from atlas_pipeline.review.decisions import (
     Decision,
     counting,

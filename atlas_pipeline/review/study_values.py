@@ -15,15 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from atlas_pipeline.core.clock import now_stamp
 from atlas_pipeline.core.templates import Template, entry_field_parts
-from atlas_pipeline.review.decisions import (
-    DecisionRefused,
-    file_stamp,
-    now_stamp,
-    reviewer_name,
-    same_value,
-    value_text,
-)
+from atlas_pipeline.review.decisions import DecisionRefused, file_stamp, reviewer_name, same_value, value_text
 from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.store.files import Store
 

@@ -21,11 +21,19 @@ import polars as pl
 from pydantic import BaseModel, Field
 
 from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.clock import now_iso
+from atlas_pipeline.core.hashing import sha256_of
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
-from atlas_pipeline.knowledge.catalog import now_iso, sha256_of
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
-from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions, reviewer_name, stable_id
+from atlas_pipeline.review.decisions import (
+    DecisionRefused,
+    DecisionRequest,
+    decide,
+    load_decisions,
+    reviewer_name,
+    stable_id,
+)
 from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
@@ -255,19 +263,21 @@ def import_workbook(
             recorded = decide(
                 store,
                 record,
-                outcome.field,
-                decision,
-                reviewer=author or named or default_reviewer,
-                shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
-                shown_value=_text(row.get("model_value")) if "model_value" in row else None,
-                template_field=template.field_definition(outcome.field),
-                identity=template.identity_for(outcome.field),
-                value=row.get("corrected_value"),
-                note=_text(row.get("review_note")),
-                reason=_text(row.get("reject_reason")),
-                source=f"workbook:{name}",
-                decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
-                proposed=proposed(record, outcome.field),
+                DecisionRequest(
+                    outcome.field,
+                    decision,
+                    reviewer=author or named or default_reviewer,
+                    shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
+                    shown_value=_text(row.get("model_value")) if "model_value" in row else None,
+                    template_field=template.field_definition(outcome.field),
+                    identity=template.identity_for(outcome.field),
+                    value=row.get("corrected_value"),
+                    note=_text(row.get("review_note")),
+                    reason=_text(row.get("reject_reason")),
+                    source=f"workbook:{name}",
+                    decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
+                    proposed=proposed(record, outcome.field),
+                ),
             )
         except DecisionRefused as refused:
             reason = str(refused)

@@ -31,7 +31,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES, trusted_hosts
-from atlas_pipeline.config.settings import AtlasSettings
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.accounts import AccountError
 from atlas_pipeline.review_page.analysis_page import analysis
 from atlas_pipeline.review_page.common import MAX_FORM_FIELDS, TEMPLATES, not_adjudicator, refused_page
@@ -133,9 +133,10 @@ def _one_at_a_time(work: Coroutine[Any, Any, Response]) -> Response:
 
 
 def create_app(
-    settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance] | None = None, host: str = "127.0.0.1"
+    deployment: Deployment, instance: Callable[[], dg.DagsterInstance] | None = None, host: str = "127.0.0.1"
 ) -> Starlette:
-    """The review page's ASGI app over one deployment (``instance``: how to reach the Dagster instance; default
+    """The review page's ASGI app over one deployment (its settings are taken too, made a Deployment here;
+    ``instance``: how to reach the Dagster instance; default
     ``DagsterInstance.get()`` from DAGSTER_HOME, opened once; ``host``: the address it listens on — beyond this
     machine it answers only while people log in)."""
     cached: list[dg.DagsterInstance] = []
@@ -145,7 +146,8 @@ def create_app(
             cached.append(dg.DagsterInstance.get())
         return cached[0]
 
-    hosts = trusted_hosts(settings.trusted_hosts)  # no DNS rebinding
+    deployment = Deployment.of(deployment)
+    hosts = trusted_hosts(deployment.page_access().trusted_hosts)  # no DNS rebinding
     app = Starlette(
         middleware=[
             Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
@@ -187,7 +189,7 @@ def create_app(
             ),
         ],
     )
-    app.state.page = ReviewPage(settings, instance or default_instance)
+    app.state.page = ReviewPage(deployment, instance or default_instance)
     app.state.templates = TEMPLATES
     app.state.loopback = host in LOOPBACK_ADDRESSES
     return app

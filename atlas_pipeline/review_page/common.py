@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.templating import Jinja2Templates
 
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.review.decisions import DecisionRefused, load_decisions, value_text
 from atlas_pipeline.review.person_quotes import Selection, document_scope, selected_words
@@ -32,7 +33,7 @@ def document_key(request: Request) -> str:
     return key
 
 
-class NotFound(Exception):
+class NotFound(AtlasError):
     pass
 
 

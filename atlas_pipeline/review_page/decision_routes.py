@@ -12,7 +12,14 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
-from atlas_pipeline.review.decisions import WHOLE_DOCUMENT, DecisionRefused, coerce_value, decide, withdraw
+from atlas_pipeline.review.decisions import (
+    WHOLE_DOCUMENT,
+    DecisionRefused,
+    DecisionRequest,
+    coerce_value,
+    decide,
+    withdraw,
+)
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.entry_grid import entry_refusal
 from atlas_pipeline.review.final_values import decisions_by_field, review_document
@@ -86,21 +93,23 @@ async def decision(request: Request) -> Response:
         decide(
             page.store,
             record,
-            field,
-            str(form.get("action") or ""),
-            reviewer=reviewer,
-            shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
-            shown_value=str(form["model_value"]) if "model_value" in form else None,
-            template_field=template.field_definition(field),
-            identity=template.identity_for(field),
-            value=form.get("value"),
-            note=str(form.get("note") or ""),
-            source="page",
-            role=standing.role,
-            blind_to=standing.blind_to,  # with logins, what the server hid from them; else what the reviewer chose
-            reason=str(form.get("reason") or ""),
-            proposed=_derived_proposal(page, record, field, standing.visible),
-            **quote_evidence(page, key, form.get("quote"), form.get("quote_page"), form.get("quote_words")),
+            DecisionRequest(
+                field,
+                str(form.get("action") or ""),
+                reviewer=reviewer,
+                shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+                shown_value=str(form["model_value"]) if "model_value" in form else None,
+                template_field=template.field_definition(field),
+                identity=template.identity_for(field),
+                value=form.get("value"),
+                note=str(form.get("note") or ""),
+                source="page",
+                role=standing.role,
+                blind_to=standing.blind_to,  # with logins, what the server hid from them; else what they chose
+                reason=str(form.get("reason") or ""),
+                proposed=_derived_proposal(page, record, field, standing.visible),
+                **quote_evidence(page, key, form.get("quote"), form.get("quote_page"), form.get("quote_words")),
+            ),
         )
     except DecisionRefused as refused:
         return document_refused(request, key, str(refused), field, form)

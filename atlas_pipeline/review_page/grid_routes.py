@@ -13,7 +13,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from atlas_pipeline.core.templates import ADDED_FROM, entry_field_name, entry_field_parts, entry_in_range
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
-from atlas_pipeline.review.decisions import DecisionRefused, coerce_value, decide, load_decisions
+from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, coerce_value, decide, load_decisions
 from atlas_pipeline.review.entry_grid import NEW_ROW, CellQuote, cell_quotes, entry_refusal, grid_edits
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review_page.common import (
@@ -81,16 +81,18 @@ def _add_entry(
         decide(
             page.store,
             record,
-            entry_field_name(group.name, number, field.name),
-            "correct",
-            reviewer=reviewer,
-            shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
-            template_field=field,
-            value=value,
-            note=str(form.get("note") or ""),
-            role=standing.role,
-            blind_to=standing.blind_to,
-            **_cell_evidence(page, key, (quotes or {}).get(field.name)),
+            DecisionRequest(
+                entry_field_name(group.name, number, field.name),
+                "correct",
+                reviewer=reviewer,
+                shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+                template_field=field,
+                value=value,
+                note=str(form.get("note") or ""),
+                role=standing.role,
+                blind_to=standing.blind_to,
+                **_cell_evidence(page, key, (quotes or {}).get(field.name)),
+            ),
         )
     return number
 
@@ -170,20 +172,22 @@ async def save_grid(request: Request) -> Response:
             decide(
                 page.store,
                 record,
-                edit.field,
-                "correct" if edit.value else "reject",
-                reviewer=reviewer,
-                shown=shown,
-                template_field=definitions[edit.bare],
-                identity=group.identity,
-                value=edit.value or None,
-                reason="" if edit.value else "not_reported",
-                note=("edited in the grid" if edit.value != edit.was else "quoted in the grid")
-                if edit.value
-                else "emptied in the grid",
-                role=standing.role,
-                blind_to=standing.blind_to,
-                **_cell_evidence(page, key, edit.quote),
+                DecisionRequest(
+                    edit.field,
+                    "correct" if edit.value else "reject",
+                    reviewer=reviewer,
+                    shown=shown,
+                    template_field=definitions[edit.bare],
+                    identity=group.identity,
+                    value=edit.value or None,
+                    reason="" if edit.value else "not_reported",
+                    note=("edited in the grid" if edit.value != edit.was else "quoted in the grid")
+                    if edit.value
+                    else "emptied in the grid",
+                    role=standing.role,
+                    blind_to=standing.blind_to,
+                    **_cell_evidence(page, key, edit.quote),
+                ),
             )
         quotes = {bare: quote for (entry, bare), quote in cell_quotes(form).items() if entry == NEW_ROW}
         number = _add_entry(page, key, record, group, new_row, reviewer, form, standing, quotes) if new_row else None
@@ -218,15 +222,17 @@ async def reject_entry(request: Request) -> Response:
             decide(
                 page.store,
                 record,
-                name,
-                "reject",
-                reviewer=reviewer,
-                shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
-                template_field=template.field_definition(name),
-                identity=template.identity_for(name),
-                note=str(form.get("note") or "") or "the whole entry rejected",
-                role=standing.role,
-                blind_to=standing.blind_to,
+                DecisionRequest(
+                    name,
+                    "reject",
+                    reviewer=reviewer,
+                    shown=(str(form.get("sha256") or ""), str(form.get("extraction_version") or "")),
+                    template_field=template.field_definition(name),
+                    identity=template.identity_for(name),
+                    note=str(form.get("note") or "") or "the whole entry rejected",
+                    role=standing.role,
+                    blind_to=standing.blind_to,
+                ),
             )
     except DecisionRefused as refused:
         return document_refused(request, key, str(refused), form=form)

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from atlas_pipeline.knowledge.catalog import sha256_of
+from atlas_pipeline.core.hashing import sha256_of
 from atlas_pipeline.review.workbook_import import (
     MAX_WORKBOOK_BYTES,
     WORKBOOK_SUFFIXES,
@@ -46,7 +46,7 @@ def imports(request: Request) -> Response:
             "page_number": number,
             "pages": max(1, -(-total // IMPORTS_PER_PAGE)),
             "total": total,
-            "inbox": bool(page.settings.review_inbox),  # whether there is one; no location shown
+            "inbox": bool(page.policy.inbox),  # whether there is one; no location shown
             "logins": page.logins(),
             "only_mine": user is not None and page.logins() and not user.may_settle(),
             "reviewer": page.reviewer(request),
@@ -103,7 +103,7 @@ async def upload_workbook(request: Request, refused) -> Response:
             page.reviewer(request) if user is None else "",
             deployment.derivations(),
             deployment.accepted_tiers(),
-            page.settings.review_workbook_max_rows,
+            page.policy.workbook_max_rows,
             author=author,
             may_decide=may_decide if user is not None and page.logins() else None,
         )

@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 
 from atlas_pipeline.core.templates import entry_field_parts
 from atlas_pipeline.outputs.agreement_report import agreement_rows
-from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.parsing.citation import short_authors
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import load_decisions, value_text
 from atlas_pipeline.review.extraction_team import comparison
 from atlas_pipeline.review.final_values import decisions_by_field

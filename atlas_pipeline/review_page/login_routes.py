@@ -28,7 +28,7 @@ def _local_path(raw: str) -> str:
 async def login(request: Request) -> Response:
     page: ReviewPage = request.app.state.page
     context = {"next": _local_path(request.query_params.get("next", "/")), "error": "", "reviewer": ""}
-    context["proxy"] = bool(page.settings.review_auth_header)
+    context["proxy"] = bool(page.access.auth_header)
     context["accounts"] = bool(page.sessions.accounts())
     if request.method == "GET":
         return TEMPLATES.TemplateResponse(request, "login.html", context)
@@ -69,7 +69,7 @@ async def login(request: Request) -> Response:
         httponly=True,
         samesite="strict",
         secure=page.sessions.cookies_secure(request),
-        max_age=int(page.settings.review_session_hours * 3600),
+        max_age=int(page.access.session_hours * 3600),
     )
     return response
 

@@ -1,4 +1,4 @@
-"""What the review page's handlers share: the deployment's settings, its stores, its template and the Dagster
+"""What the review page's handlers share: the deployment, its stores, its template and the Dagster
 instance, who is deciding, and what they may see (``review.extraction_team``)."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from urllib.parse import unquote
 import dagster as dg
 from starlette.requests import Request
 
-from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.defs.document_states import PartitionFacts, document_states, instance_stamp, partition_facts
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.accounts import Account
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.review.extraction_team import Team, load_assignments, team_of, teams
@@ -30,14 +29,15 @@ WRITING = threading.Lock()
 
 
 class ReviewPage:
-    """What the page's handlers share: the deployment's settings, its stores and the Dagster instance."""
+    """What the page's handlers share: the deployment, its stores and policies, and the Dagster instance."""
 
-    def __init__(self, settings: AtlasSettings, instance: Callable[[], dg.DagsterInstance]) -> None:
-        self.settings = settings
-        self.deployment = Deployment.from_settings(settings)
-        self.store: Store = self.deployment.store()
+    def __init__(self, deployment: Deployment, instance: Callable[[], dg.DagsterInstance]) -> None:
+        self.deployment = deployment
+        self.policy = deployment.review_policy()
+        self.access = deployment.page_access()
+        self.store: Store = deployment.store()
         self._instance = instance
-        self.sessions = Sessions(settings)
+        self.sessions = Sessions(self.access)
         self._facts: dict[tuple[str, ...], tuple[tuple[object, ...], PartitionFacts]] = {}
         self._facts_lock = threading.Lock()
 
@@ -81,7 +81,7 @@ class ReviewPage:
         if user is not None:
             return user.name
         typed = str(form.get("reviewer") or "").strip() if form is not None else ""
-        return typed or unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.settings.reviewer
+        return typed or unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.policy.reviewer
 
     def logins(self) -> bool:
         """Whether people log in (accounts or a trusted proxy): then independence is the server's to keep."""
@@ -89,11 +89,11 @@ class ReviewPage:
 
     def team(self, key: str) -> Team:
         return team_of(
-            key, load_decisions(self.store, key), load_assignments(self.store).get(key), self.settings.review_extractors
+            key, load_decisions(self.store, key), load_assignments(self.store).get(key), self.policy.extractors
         )
 
     def teams(self, keys: list[str]) -> dict[str, Team]:
-        return teams(self.store, keys, self.settings.review_extractors)
+        return teams(self.store, keys, self.policy.extractors)
 
     def blind_to(self, request: Request, team: Team) -> tuple[str, ...]:
         """What the person at the page may not see of the team's document now (``Team.blind_to``): nothing on a page
@@ -101,7 +101,7 @@ class ReviewPage:
         user = self.user(request)
         if user is None:  # set only while people log in (``app._who_is_there``)
             return ()
-        return team.blind_to(user.name, user.role, self.settings.review_hide_model_values)
+        return team.blind_to(user.name, user.role, self.policy.hide_model_values)
 
     def hidden_documents(self, request: Request, keys: list[str]) -> set[str]:
         """The documents among ``keys`` whose people's values the person at the page may not see now."""

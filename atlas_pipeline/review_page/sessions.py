@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES
-from atlas_pipeline.config.settings import AtlasSettings
+from atlas_pipeline.deployment import PageAccess
 from atlas_pipeline.review.accounts import Account, load_accounts, logins_required
 from atlas_pipeline.review.decisions import reviewer_name
 from atlas_pipeline.review_page.login_guard import LoginGuard
@@ -39,27 +39,25 @@ class _Session:
 class Sessions:
     """The page's logins: token → who and until when."""
 
-    def __init__(self, settings: AtlasSettings) -> None:
-        self.settings = settings
+    def __init__(self, access: PageAccess) -> None:
+        self.access = access
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
-        self.guard = LoginGuard(
-            free_failures=settings.review_login_free_failures, max_wait=settings.review_login_max_lockout_seconds
-        )
+        self.guard = LoginGuard(free_failures=access.login_free_failures, max_wait=access.login_max_lockout_seconds)
 
     def accounts(self) -> dict[str, Account]:
-        return load_accounts(self.settings.review_users)
+        return load_accounts(self.access.users_file)
 
     def required(self) -> bool:
         """Whether people must be known: a proxy passes their name, or the accounts file holds an account."""
-        return logins_required(self.settings.review_users, self.settings.review_auth_header)
+        return logins_required(self.access.users_file, self.access.auth_header)
 
     def start(self, account: Account) -> str:
         token = secrets.token_urlsafe(32)
         with self._lock:
             now = time.time()
             self._sessions = {k: s for k, s in self._sessions.items() if s.expires > now}  # the expired let go
-            expires = now + self.settings.review_session_hours * 3600
+            expires = now + self.access.session_hours * 3600
             self._sessions[token] = _Session(account.name, expires, _fingerprint(account))
         return token
 
@@ -71,7 +69,7 @@ class Sessions:
         """Who sent the request: the proxy's header when one is configured, else the session's account (an account
         removed or changed since the login counts as it is now)."""
         accounts = self.accounts()
-        header = self.settings.review_auth_header
+        header = self.access.auth_header
         if header:
             try:
                 name = reviewer_name(" ".join(request.headers.get(header, "").split()))
@@ -87,7 +85,7 @@ class Sessions:
     def behind_proxy(self) -> bool:
         """Whether requests come through the documented proxy (``ATLAS_REVIEW_AUTH_HEADER``: the page then listens
         on 127.0.0.1 and only that proxy reaches it), whose X-Forwarded-For and X-Forwarded-Proto are believed."""
-        return bool(self.settings.review_auth_header)
+        return bool(self.access.auth_header)
 
     def client_address(self, request: Request) -> str:
         """The address a login comes from, for counting failures: the connection's, or behind the trusted proxy the

@@ -13,8 +13,8 @@ from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
-from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.study_report import studies
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import DecisionRefused, load_decisions
 from atlas_pipeline.review.extraction_team import assign, complete, reopen, round_robin
 from atlas_pipeline.review.final_values import DocumentReview, review_document
@@ -80,7 +80,7 @@ def team(request: Request, templates: Jinja2Templates) -> Response:
         "may_assign": user is not None and user.may_settle(),
         "extractors": [name for name, account in accounts.items() if account.role == "extractor"],
         "documents": [state.key for state in states],
-        "per_document": page.settings.review_extractors,
+        "per_document": page.policy.extractors,
         "message": request.query_params.get("message", ""),
         "error": request.query_params.get("error", ""),
     }
@@ -106,7 +106,7 @@ async def assignments(request: Request, refused) -> Response:
                 for study in studies(states, page.template(), load_choices(page.store))
                 if not any(report.key in taken for report in study.reports)
             ]
-            shared = round_robin(groups, names, page.settings.review_extractors)
+            shared = round_robin(groups, names, page.policy.extractors)
             count = assign(page.store, shared, by=user.name)
             message = f"{count} document(s) of {len(groups)} study(ies) shared out among {', '.join(names)}"
         else:

@@ -5,39 +5,10 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from atlas_pipeline.search.entries import Hit, IndexedDocument
+from atlas_pipeline.core.errors import AtlasError
+from atlas_pipeline.search.index import SearchIndex
 
 SQLITE_NAME = "atlas_search.sqlite"  # beside the instance's own SQLite files (DAGSTER_HOME/storage)
-
-
-class SearchIndexBase:
-    """What every index shares: closing it when a ``with`` block ends."""
-
-    backend = ""
-    location = ""
-
-    def close(self) -> None:  # pragma: no cover - each backend closes its own connection
-        raise NotImplementedError
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class SearchIndex(Protocol):
-    backend: str
-    location: str
-
-    def marks(self) -> dict[str, str]: ...
-    def count(self) -> int: ...
-    def upsert(self, documents: list[IndexedDocument]) -> None: ...
-    def remove(self, keys: list[str]) -> None: ...
-    def search(self, query: str, status: str = "", field: str = "", source: str = "", limit: int = 20) -> list[Hit]: ...
-    def close(self) -> None: ...
-    def __enter__(self) -> SearchIndex: ...
-    def __exit__(self, *exc: object) -> None: ...
 
 
 class InstanceStorage(Protocol):
@@ -49,7 +20,7 @@ class InstanceStorage(Protocol):
     def storage_directory(self) -> str: ...
 
 
-class SearchConfigError(ValueError):
+class SearchConfigError(AtlasError, ValueError):
     """The configured backend cannot be used with this instance."""
 
 

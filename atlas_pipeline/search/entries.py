@@ -8,7 +8,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.core.errors import AtlasError
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import provenance_path
 
@@ -122,7 +123,7 @@ MAX_QUERY_CHARS = 1_000
 MAX_QUERY_TERMS = 32
 
 
-class QueryTooLongError(ValueError):
+class QueryTooLongError(AtlasError, ValueError):
     """A query past the limits: a search is a few words, not a document (a 4,600-word query is too complex for a
     database to plan, and no person types one)."""
 

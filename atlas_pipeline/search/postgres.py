@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from atlas_pipeline.search.backends import SearchIndexBase
 from atlas_pipeline.search.entries import (
     MATCH_END,
     MATCH_START,
@@ -10,6 +9,7 @@ from atlas_pipeline.search.entries import (
     IndexedDocument,
     query_terms,
 )
+from atlas_pipeline.search.index import SearchIndexBase
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS atlas_search_documents (key TEXT PRIMARY KEY, mark TEXT, status TEXT,

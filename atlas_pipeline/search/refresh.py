@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from atlas_pipeline.outputs.completion import DocumentState
-from atlas_pipeline.search.backends import SearchIndex
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.search.entries import document_mark, indexed_document
+from atlas_pipeline.search.index import SearchIndex
 from atlas_pipeline.store.files import Store
 
 BATCH = 200

@@ -6,8 +6,8 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from atlas_pipeline.search.backends import SearchIndexBase
 from atlas_pipeline.search.entries import MATCH_END, MATCH_START, Hit, IndexedDocument, query_terms
+from atlas_pipeline.search.index import SearchIndexBase
 
 # ``part_keys`` maps each FTS row to its document through a real index: replacing or removing one document's rows
 # never scans the FTS table (a filter on an UNINDEXED column would, for every document).

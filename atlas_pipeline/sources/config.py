@@ -21,10 +21,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from atlas_pipeline.core.errors import AtlasError
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
-class SourcesError(ValueError):
+class SourcesError(AtlasError, ValueError):
     """The sources file cannot be read or declares an invalid source; the message names the file and the source."""
 
 

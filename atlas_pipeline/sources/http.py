@@ -11,10 +11,12 @@ from urllib.parse import urljoin, urlsplit
 import httpx2 as httpx
 from protego import Protego
 
+from atlas_pipeline.core.errors import AtlasError
+
 ROBOTS_TTL_SECONDS = 24 * 3600
 
 
-class FetchError(RuntimeError):
+class FetchError(AtlasError, RuntimeError):
     """A request that did not give a usable answer; the message says why (status, timeout, size, robots).
     ``permanent``: asking again will not help (404, 410, a body over the limit, a URL that is not one) — the item
     is given up at once and the source's health is not at stake; otherwise (timeouts, 5xx, network) it is."""

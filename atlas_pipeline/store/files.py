@@ -20,6 +20,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from atlas_pipeline.config.settings import is_url
+from atlas_pipeline.core.errors import AtlasError
 
 
 def _file_mode() -> int:
@@ -31,7 +32,7 @@ def _file_mode() -> int:
 FILE_MODE = _file_mode()
 
 
-class StoreError(OSError):
+class StoreError(AtlasError, OSError):
     """Reading or writing the store failed; the message names the location, never credentials."""
 
 

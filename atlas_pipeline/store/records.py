@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from atlas_pipeline.config.redaction import redact
-from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.core.statuses import DocumentStatus, Stage
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import record_path
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+def legacy_stage(reason: str) -> Stage | None:
+    """The stage named at the start of a reason (``"parse: …"``), as records and materialisations made before the
+    stage was written on its own said it; None for any other reason."""
+    prefix = reason.split(":", 1)[0] if ":" in reason else ""
+    return Stage(prefix) if prefix in Stage.__members__.values() else None
 
 
 class Problem(BaseModel):
@@ -25,7 +32,7 @@ class Problem(BaseModel):
 
     status: Literal["failed", "skipped"]
     reason: str
-    stage: str
+    stage: Stage
     retryable: bool = False  # outside the document (a parsing provider down): another run may succeed
 
     model_config = ConfigDict(validate_assignment=True)
@@ -87,6 +94,15 @@ class ExtractionRecord(BaseModel):
 
     model_config = ConfigDict(validate_assignment=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stage_of_older_records(cls, data: Any) -> Any:
+        """A record written before the stage was kept beside the reason: the stage is taken from the reason's
+        prefix, here and only here, when it is read (``legacy_stage``)."""
+        if isinstance(data, dict) and "stopped_at" not in data and data.get("status") in ("failed", "skipped"):
+            return {**data, "stopped_at": legacy_stage(str(data.get("reason", "")))}
+        return data
+
     @field_validator("reason")
     @classmethod
     def _mask_secrets(cls, value: str) -> str:
@@ -102,6 +118,7 @@ class ExtractionRecord(BaseModel):
     version_parts: dict[str, str] = Field(default_factory=dict)
     parser: str = ""  # the fingerprint of the parse it was made from (parsing.providers)
     retryable: bool = False  # failed for a reason outside the document: `atlas run` tries it again
+    stopped_at: Stage | None = None  # the stage whose problem ended the document, written by that stage
     text_path: str = ""
     tables_path: str = ""
     extraction_path: str = ""

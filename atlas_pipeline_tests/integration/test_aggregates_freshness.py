@@ -11,6 +11,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.defs.run_history import aggregate_facts
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.planning import aggregates_missed
 from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG
@@ -29,7 +30,7 @@ def test_a_review_landing_during_the_aggregates_is_caught_up(
     defs = build_definitions(settings)
     sensor = defs.resolve_sensor_def("aggregates_freshness_sensor")
 
-    default = AtlasResource.from_settings(settings)
+    default = AtlasResource.from_deployment(Deployment.from_settings(settings))
 
     def tick(resource: AtlasResource = default) -> dg.SensorResult:
         return sensor(dg.build_sensor_context(instance=instance, definitions=defs, resources={"atlas": resource}))
@@ -67,7 +68,9 @@ def test_a_review_landing_during_the_aggregates_is_caught_up(
     assert aggregates_missed(aggregate_facts(instance), now=time.time()) is None and tick().run_requests == []
 
     # the team changes its acceptance policy (the code location restarts with it): the exports follow, once
-    other = AtlasResource.from_settings(settings_for(knowledge_base, review_accept_tiers="verified,derived"))
+    other = AtlasResource.from_deployment(
+        Deployment.from_settings(settings_for(knowledge_base, review_accept_tiers="verified,derived"))
+    )
     requests = tick(other).run_requests
     assert [r.job_name for r in requests] == ["aggregates_job"] and requests[0].run_key.startswith("policy:")
     changed = build_definitions(settings_for(knowledge_base, review_accept_tiers="verified,derived"))

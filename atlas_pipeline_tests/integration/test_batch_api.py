@@ -109,7 +109,7 @@ def test_the_batch_sensor_submits_polls_and_runs_the_documents_again(
     for key in (KEY, OTHER):
         assert defs.resolve_job_def("document_job").execute_in_process(partition_key=key, instance=instance).success
     sensor = defs.resolve_sensor_def("llm_batch_sensor")
-    resources = {"atlas": AtlasResource.from_settings(settings)}
+    resources = {"atlas": AtlasResource.from_deployment(Deployment.from_settings(settings))}
 
     def tick() -> dg.SensorResult:
         return sensor(dg.build_sensor_context(instance=instance, resources=resources, definitions=defs))

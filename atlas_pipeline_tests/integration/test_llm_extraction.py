@@ -15,8 +15,8 @@ from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.extractor import split_chunks
-from atlas_pipeline.extraction.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
+from atlas_pipeline.extraction.llm.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.document_checks import fields_needing_review
 from atlas_pipeline.knowledge.catalog import refresh_catalog

@@ -347,7 +347,7 @@ def test_revman_web_import_files_have_revmans_layout_and_the_final_values(derive
 def test_risk_of_bias_judgements_reach_revman_once_a_person_confirms_them(
     llm_server, knowledge_base, settings_for, instance, monkeypatch, tmp_path
 ):
-    from atlas_pipeline.review.decisions import decide
+    from atlas_pipeline.review.decisions import DecisionRequest, decide
 
     atlas, exports, defs = _run(
         llm_server, knowledge_base, settings_for, instance, monkeypatch, tmp_path, "verified,derived"
@@ -355,7 +355,7 @@ def test_risk_of_bias_judgements_reach_revman_once_a_person_confirms_them(
     record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
     for field in ("rob_allocation", "rob_blinding"):
         shown = (record.sha256, record.extraction_version)
-        decide(atlas.store(), record, field, "approve", reviewer="ana", shown=shown)
+        decide(atlas.store(), record, DecisionRequest(field, "approve", reviewer="ana", shown=shown))
     assert defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     _, (judged,) = _revman(exports, "risk_of_bias")
@@ -416,8 +416,9 @@ def test_a_policy_change_then_a_plain_atlas_run_leaves_no_value_the_new_policy_d
     # a group size of 29 digits that reached the decision log by hand (no page, grid or workbook lets it in): the
     # run exits 0, names it, leaves it out of the analysis files and writes every file
     from atlas_pipeline.config.settings import PROJECT_ROOT
+    from atlas_pipeline.core.clock import now_stamp
     from atlas_pipeline.core.templates import load_template
-    from atlas_pipeline.review.decisions import decide, decision_file, now_stamp
+    from atlas_pipeline.review.decisions import DecisionRequest, decide, decision_file
     from atlas_pipeline.store.layout import decisions_dir
 
     store = Store(str(tmp_path / "artifacts"))
@@ -427,12 +428,9 @@ def test_a_policy_change_then_a_plain_atlas_run_leaves_no_value_the_new_policy_d
     made = decide(
         store,
         record,
-        field,
-        "correct",
-        reviewer="ana",
-        shown=None,
-        template_field=template.field_definition(field),
-        value="20",
+        DecisionRequest(
+            field, "correct", reviewer="ana", shown=None, template_field=template.field_definition(field), value="20"
+        ),
     )
     forged = made.model_copy(update={"id": "forged", "value": int("9" * 29), "decided_at": now_stamp()})
     store.write_json(f"{decisions_dir(KEY)}/{decision_file(forged)}", json.loads(forged.model_dump_json()))

@@ -15,9 +15,10 @@ import urllib.parse
 import dagster as dg
 import polars as pl
 
+from atlas_pipeline.core.clock import now_stamp
 from atlas_pipeline.outputs.analysis_files import read_escalc
 from atlas_pipeline.outputs.forest_plots import forest_plots
-from atlas_pipeline.review.decisions import decision_file, load_decisions, now_stamp
+from atlas_pipeline.review.decisions import decision_file, load_decisions
 from atlas_pipeline.review.workbook_import import import_workbook
 from atlas_pipeline.store.layout import decisions_dir
 from atlas_pipeline.store.records import ExtractionRecord, read_record

@@ -18,7 +18,7 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.outputs.evaluation import evaluate, read_gold
-from atlas_pipeline.review.decisions import load_decisions
+from atlas_pipeline.review.decisions import DecisionRequest, load_decisions
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import local_env
@@ -317,12 +317,14 @@ def test_a_decision_on_an_entry_never_lands_on_another_outcome_after_renumbering
     decide(
         run.atlas.store(),
         record,
-        name,
-        "approve",
-        reviewer="ana",
-        shown=(record.sha256, record.extraction_version),
-        template_field=template.field_definition(name),
-        identity=template.identity_for(name),
+        DecisionRequest(
+            name,
+            "approve",
+            reviewer="ana",
+            shown=(record.sha256, record.extraction_version),
+            template_field=template.field_definition(name),
+            identity=template.identity_for(name),
+        ),
     )
     decisions = load_decisions(run.atlas.store(), KEY)
     assert decisions[0].made_on.entry["outcome"] == "Duration of diarrhea"
@@ -408,7 +410,11 @@ def test_a_decision_on_an_entry_the_model_no_longer_gives_asks_for_a_recheck(llm
     llm_server.script({"content": _answer(outcomes=[DURATION, FECAL])})
     _, record = run()
     name = "outcomes[2].mean_comparator"
-    decide(run.atlas.store(), record, name, "approve", reviewer="ana", shown=(record.sha256, record.extraction_version))
+    decide(
+        run.atlas.store(),
+        record,
+        DecisionRequest(name, "approve", reviewer="ana", shown=(record.sha256, record.extraction_version)),
+    )
     fewer = {field: value for field, value in record.fields.items() if not field.startswith("outcomes[2].")}
     final = review_document(
         record.model_copy(update={"fields": fewer}), load_decisions(run.atlas.store(), KEY), frozenset()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import openpyxl
 
-from atlas_pipeline.review.decisions import decide, load_decisions
+from atlas_pipeline.review.decisions import DecisionRequest, decide, load_decisions
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import free_port, local_env, review_server
@@ -135,12 +135,14 @@ def test_exit_statuses_and_a_persons_value_through_a_failed_llm_run(llm_server, 
     decided = decide(
         store,
         record,
-        "study_id",
-        "correct",
-        reviewer="ana",
-        shown=(record.sha256, record.extraction_version),
-        value="Valois 2005a",
-        quote="Valois",
+        DecisionRequest(
+            "study_id",
+            "correct",
+            reviewer="ana",
+            shown=(record.sha256, record.extraction_version),
+            value="Valois 2005a",
+            quote="Valois",
+        ),
     )
     assert decided is not None
     merged = run_atlas("run", env=env, cwd=tmp_path)

@@ -21,7 +21,7 @@ from atlas_pipeline.knowledge.planning import (
     reviews_to_merge,
 )
 from atlas_pipeline.ops.instance import project_file
-from atlas_pipeline.review.decisions import decide
+from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
@@ -102,9 +102,13 @@ def test_the_review_sensor_and_atlas_run_merge_the_same_reviews(llm_server, know
     settings = load_settings(env)
     store = Deployment.from_settings(settings).store()
     record = read_record(store, KEY, "extraction", ExtractionRecord)
-    decide(store, record, "p_value", "approve", reviewer="ben", shown=(record.sha256, record.extraction_version))
+    decide(
+        store,
+        record,
+        DecisionRequest("p_value", "approve", reviewer="ben", shown=(record.sha256, record.extraction_version)),
+    )
     defs = build_definitions(settings)
-    resources = {"atlas": AtlasResource.from_settings(settings)}
+    resources = {"atlas": AtlasResource.from_deployment(Deployment.from_settings(settings))}
 
     def planned_by_sensor() -> list[str]:
         with dg.DagsterInstance.from_config(str(home)) as instance:

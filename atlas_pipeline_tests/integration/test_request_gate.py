@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from atlas_pipeline.extraction.gate import RequestGate, gate_directory
+from atlas_pipeline.extraction.llm.gate import RequestGate, gate_directory
 from atlas_pipeline_tests.support.llm_sender import client, send
 
 OK = {"content": '{"ok": true}'}

@@ -23,7 +23,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
+from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide, load_decisions
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.workbook_import import import_inbox, import_reports, import_workbook
 from atlas_pipeline.store.files import Store
@@ -41,12 +41,14 @@ def _decide(atlas: Deployment, record: ExtractionRecord, field: str, action: str
     return decide(
         atlas.store(),
         record,
-        field,
-        action,
-        reviewer=reviewer,
-        shown=(record.sha256, record.extraction_version),
-        template_field=template.get(field),
-        **extra,
+        DecisionRequest(
+            field,
+            action,
+            reviewer=reviewer,
+            shown=(record.sha256, record.extraction_version),
+            template_field=template.get(field),
+            **extra,
+        ),
     )
 
 
@@ -159,7 +161,9 @@ def test_a_decision_on_a_changed_extraction_or_of_the_wrong_type_is_refused(llm_
     _, record = run()
     store = run.atlas.store()
     with pytest.raises(DecisionRefused, match="changed since this was shown"):
-        decide(store, record, "n_control", "approve", reviewer="ana", shown=(record.sha256, "0ld-version"))
+        decide(
+            store, record, DecisionRequest("n_control", "approve", reviewer="ana", shown=(record.sha256, "0ld-version"))
+        )
     with pytest.raises(DecisionRefused, match="'thirty' is not a whole number"):
         _decide(run.atlas, record, "n_control", "correct", value="thirty")
     with pytest.raises(DecisionRefused, match="has no extracted field 'n_patients'"):
@@ -297,7 +301,7 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     settings = run.settings.model_copy(update={"review_inbox": str(inbox), "reviewer": "erin"})
     defs = build_definitions(settings)
     sensor = defs.resolve_sensor_def("review_sensor")
-    resources = {"atlas": AtlasResource.from_settings(settings)}
+    resources = {"atlas": AtlasResource.from_deployment(Deployment.from_settings(settings))}
     context = dg.build_sensor_context(instance=instance, resources=resources, definitions=defs)
     result = sensor(context)
     assert [request.partition_key for request in result.run_requests] == [KEY]
@@ -326,8 +330,8 @@ def test_decisions_merge_on_atlas_run_and_survive_atlas_migrate_to_postgres_and_
     old_store = Store(old["ATLAS_ARTIFACTS"])
     record = read_record(old_store, KEY, "extraction", ExtractionRecord)
     shown = (record.sha256, record.extraction_version)
-    decide(old_store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29)
-    decide(old_store, record, "p_value", "approve", reviewer="ben", shown=shown)
+    decide(old_store, record, DecisionRequest("n_control", "correct", reviewer="ana", shown=shown, value=29))
+    decide(old_store, record, DecisionRequest("p_value", "approve", reviewer="ben", shown=shown))
 
     again = run_atlas("run", env=old, cwd=tmp_path)  # no daemon: `atlas run` merges the decisions
     assert again.returncode == 0, again.stdout + again.stderr
@@ -443,7 +447,11 @@ def test_a_decision_made_while_atlas_run_works_reaches_that_runs_exports(llm_ser
             time.sleep(0.5)
         assert process.poll() is None, "the run ended before the second document's answer came"
         record = read_record(store, KEY, "extraction", ExtractionRecord)
-        decide(store, record, "p_value", "approve", reviewer="ana", shown=(record.sha256, record.extraction_version))
+        decide(
+            store,
+            record,
+            DecisionRequest("p_value", "approve", reviewer="ana", shown=(record.sha256, record.extraction_version)),
+        )
         said, _ = process.communicate(timeout=300)
     finally:
         if process.poll() is None:

@@ -12,6 +12,7 @@ import dagster as dg
 import openpyxl
 
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.accounts import add_account
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.review.extraction_team import load_assignments
@@ -173,7 +174,9 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
 
     defs = build_definitions(inboxed)
     context = dg.build_sensor_context(
-        instance=instance, resources={"atlas": AtlasResource.from_settings(inboxed)}, definitions=defs
+        instance=instance,
+        resources={"atlas": AtlasResource.from_deployment(Deployment.from_settings(inboxed))},
+        definitions=defs,
     )
     defs.resolve_sensor_def("review_sensor")(context)
     reports = {r.workbook: r for r in import_reports(Store(inboxed.artifacts))[0]}

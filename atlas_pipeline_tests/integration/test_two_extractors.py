@@ -13,7 +13,7 @@ from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.outputs.evaluation import GoldValue, evaluate
-from atlas_pipeline.review.decisions import decide
+from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import scripted_openai_server
@@ -126,10 +126,10 @@ def test_two_extractors_agree_disagree_and_route_the_differences(
         assert metadata["second_model"].value == "model-b" and metadata["values_disagreed"].value == 2
 
         # agreement as data: per field over the documents, and accuracy on a gold file split by agreement
-        decide(store, record, "n_treatment", "approve", reviewer="ana", shown=shown)
-        decide(store, record, "n_treatment", "correct", reviewer="ben", shown=shown, value=31)
-        decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29)
-        decide(store, record, "n_control", "correct", reviewer="ben", shown=shown, value=29)
+        decide(store, record, DecisionRequest("n_treatment", "approve", reviewer="ana", shown=shown))
+        decide(store, record, DecisionRequest("n_treatment", "correct", reviewer="ben", shown=shown, value=31))
+        decide(store, record, DecisionRequest("n_control", "correct", reviewer="ana", shown=shown, value=29))
+        decide(store, record, DecisionRequest("n_control", "correct", reviewer="ben", shown=shown, value=29))
         defs = build_definitions(settings)
         assert defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
         assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success

@@ -1,7 +1,8 @@
 """The floors of the code hold (pyproject.toml, ``[tool.importlinter]``): each package imports only the floors below
-it — config at the bottom, then core, store, the library stages, the Dagster floor, the commands and apps — and the
-library never imports Dagster, counting imports inside functions too. The same check fails on back-edges planted in a
-copy of the package."""
+it — core at the bottom, then config, store, the library stages, the read model, outputs and search, the Dagster
+floor, the commands and apps —, the library never imports Dagster, the Dagster floor and the review page never read
+a setting (they are given a Deployment), and no two modules import each other, counting imports inside functions
+too. The same check fails on back-edges and a cycle planted in a copy of the package."""
 
 import os
 import shutil
@@ -49,15 +50,30 @@ def test_a_planted_back_edge_breaks_them(tmp_path):
     settings.write_text(settings.read_text() + planted)  # hidden in a function: counted all the same
     plain = copy / "parsing" / "plain.py"
     plain.write_text(plain.read_text() + "\n\ndef _planted_too():\n    import dagster\n\n    return dagster\n")
-    llm = copy / "extraction" / "llm.py"  # a stage importing a later one: the order within the library
+    llm = copy / "extraction" / "llm" / "client.py"  # a stage importing a later one: the order within the library
     llm.write_text(
         llm.read_text()
         + "\n\ndef _planted_three():\n    from atlas_pipeline.outputs import exports\n\n    return exports\n"
+    )
+    numbers = copy / "core" / "numbers.py"  # core imports nothing above it, not even the settings
+    numbers.write_text(
+        numbers.read_text()
+        + "\n\ndef _planted_four():\n    from atlas_pipeline.config import settings\n\n    return settings\n"
+    )
+    sensors = copy / "defs" / "sensors.py"  # the Dagster floor reading a setting itself
+    sensors.write_text(sensors.read_text() + "\n\nfrom atlas_pipeline.config.settings import load_settings  # noqa\n")
+    entries = copy / "search" / "entries.py"  # a cycle: refresh imports entries, entries now imports refresh
+    entries.write_text(
+        entries.read_text()
+        + "\n\ndef _planted_cycle():\n    from atlas_pipeline.search import refresh\n\n    return refresh\n"
     )
     result = _lint(tmp_path, tmp_path)
     said = result.stdout + result.stderr
     assert result.returncode != 0, said
     assert "atlas_pipeline.config.settings -> atlas_pipeline.store.files" in said
     assert "atlas_pipeline.parsing.plain -> dagster" in said
-    assert "atlas_pipeline.extraction.llm -> atlas_pipeline.outputs.exports" in said
-    assert "2 broken" in said
+    assert "atlas_pipeline.extraction.llm.client -> atlas_pipeline.outputs.exports" in said
+    assert "atlas_pipeline.core.numbers -> atlas_pipeline.config.settings" in said
+    assert "atlas_pipeline.defs.sensors -> atlas_pipeline.config.settings" in said
+    assert "No cycles are allowed in atlas_pipeline.search" in said
+    assert "4 broken" in said

@@ -85,6 +85,30 @@ def test_every_module_imports_first_and_alone():
     assert len(_modules()) > 40  # the walk found the package
 
 
+def test_every_error_atlas_raises_on_purpose_derives_from_atlas_error():
+    """One root (``core.errors.AtlasError``): ``except AtlasError`` catches every error Atlas means to say, and each
+    is still the built-in kind it is (a ``ValueError``, an ``OSError``)."""
+    import importlib
+    import inspect
+
+    from atlas_pipeline.core.errors import AtlasError
+
+    errors = {}
+    for name in _modules():
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for _, value in inspect.getmembers(module, inspect.isclass):
+            if value.__module__ == name and issubclass(value, Exception) and not issubclass(value, Warning):
+                errors[f"{name}.{value.__name__}"] = value
+    assert len(errors) > 30  # the walk found them
+    assert [name for name, error in errors.items() if not issubclass(error, AtlasError)] == []  # warnings aside
+    from atlas_pipeline.config.settings import SettingsError
+    from atlas_pipeline.store.files import StoreError
+
+    assert issubclass(SettingsError, ValueError) and issubclass(StoreError, OSError)
+
+
 def test_status_does_not_load_the_pdf_stack_or_the_llm_client(tmp_path):
     script = textwrap.dedent(
         """
@@ -106,7 +130,7 @@ def test_status_does_not_load_the_pdf_stack_or_the_llm_client(tmp_path):
 def test_the_resource_carries_every_setting_and_makes_the_same_deployment(monkeypatch):
     monkeypatch.setenv("ATLAS_LLM_API_KEY", "sk-secret")
     settings = load_settings({"ATLAS_LLM_API_KEY": "sk-secret", "ATLAS_OCR": "false", "ATLAS_LLM_CONCURRENCY": "3"})
-    resource = AtlasResource.from_settings(settings)
+    resource = AtlasResource.from_deployment(Deployment.from_settings(settings))
     assert "sk-secret" not in str(resource.environment) and "ATLAS_LLM_API_KEY" not in resource.environment
     secrets = {name for name, field in AtlasSettings.model_fields.items() if field.annotation.__name__ == "SecretStr"}
     assert secrets <= set(AtlasResource.model_fields), "every secret an EnvVar field of the resource"

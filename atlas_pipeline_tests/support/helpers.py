@@ -19,6 +19,7 @@ import dagster as dg
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline_tests.servers.processes import free_port
 
 BIN = Path(sys.executable).parent
@@ -70,7 +71,7 @@ class SensorHarness:
         self.instance = instance
         self.atlas = atlas
         self.defs = build_definitions(settings)
-        self.resource = AtlasResource.from_settings(settings)
+        self.resource = AtlasResource.from_deployment(Deployment.from_settings(settings))
         self.sensor = self.defs.resolve_sensor_def("knowledge_base_sensor")
         self.cursor = None
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from atlas_pipeline.extraction.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
+from atlas_pipeline.extraction.llm.gate import RequestGate, gate_directory
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 

@@ -29,7 +29,7 @@ def extraction_record(key: str = "trial.pdf", fields: dict[str, Any] | None = No
 def accepted_report(key: str, values: dict[str, Any], study_id: str = "NCT9", provenance: str = "model_verified"):
     """A done report of ``study_id`` whose review holds ``values`` (field → value) as accepted final values, each
     quoted as "<field> in <key>"."""
-    from atlas_pipeline.outputs.completion import DocumentState
+    from atlas_pipeline.read_model.document_state import DocumentState
     from atlas_pipeline.review.final_values import DocumentReview, FinalField
 
     extraction = extraction_record(key, sha256=(key * 64)[:64])

@@ -19,7 +19,7 @@ import pymupdf
 
 from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.ops.instance import project_file
-from atlas_pipeline.review.decisions import decide
+from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline.sources.state import load_state
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import FIELDS_STEM, export_path
@@ -189,7 +189,9 @@ def _approve_one(store: Store, instance: dg.DagsterInstance, reviewed: set[str])
             continue
         reviewed.add(key)
         shown = (record.sha256, record.extraction_version)
-        return int(decide(store, record, fields[0], "approve", reviewer=REVIEWER, shown=shown) is not None)
+        return int(
+            decide(store, record, DecisionRequest(fields[0], "approve", reviewer=REVIEWER, shown=shown)) is not None
+        )
     return 0
 
 

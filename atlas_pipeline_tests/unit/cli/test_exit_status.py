@@ -2,7 +2,7 @@
 
 from atlas_pipeline.cli.exit_status import EXIT_DONE, EXIT_OUTSIDE, exit_status
 from atlas_pipeline.core.statuses import DocumentStatus
-from atlas_pipeline.outputs.completion import DocumentState
+from atlas_pipeline.read_model.document_state import DocumentState
 
 
 def _state(key: str, status: DocumentStatus, outside: bool = False, removed: bool = False) -> DocumentState:

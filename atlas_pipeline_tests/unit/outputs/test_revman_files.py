@@ -7,7 +7,6 @@ from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import load_template
 from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
-from atlas_pipeline.outputs.completion import DocumentState
 from atlas_pipeline.outputs.revman_files import (
     REVMAN_STEMS,
     STUDY_ARMS_COLUMNS,
@@ -16,6 +15,7 @@ from atlas_pipeline.outputs.revman_files import (
 )
 from atlas_pipeline.outputs.study_labels import study_labels, surname_of
 from atlas_pipeline.outputs.study_report import Study, studies
+from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue
 from atlas_pipeline.store.records import ParseRecord
 from atlas_pipeline_tests.support.records import accepted_report

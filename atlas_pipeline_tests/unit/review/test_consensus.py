@@ -4,7 +4,14 @@ decision records what its reviewer did not see."""
 import pytest
 
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.review.decisions import DecisionRefused, decide, decision_marks, load_decisions, withdraw
+from atlas_pipeline.review.decisions import (
+    DecisionRefused,
+    DecisionRequest,
+    decide,
+    decision_marks,
+    load_decisions,
+    withdraw,
+)
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord
@@ -20,15 +27,25 @@ def test_an_adjudicator_settles_what_two_reviewers_disagree_on(tmp_path):
     store, record = Store(str(tmp_path)), _record()
     shown = (record.sha256, record.extraction_version)
     decide(
-        store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29, blind_to=["models", "reviewers"]
+        store,
+        record,
+        DecisionRequest(
+            "n_control", "correct", reviewer="ana", shown=shown, value=29, blind_to=["models", "reviewers"]
+        ),
     )
-    decide(store, record, "n_control", "approve", reviewer="ben", shown=shown, blind_to=["reviewers"])
+    decide(store, record, DecisionRequest("n_control", "approve", reviewer="ben", shown=shown, blind_to=["reviewers"]))
     final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
     assert final.disagreement == {"ana": "correct → 29", "ben": "approve"} and final.adjudicated_by == ""
     assert final.final_value == 30 and final.reviewer == "ben"  # until settled, the later decision counts
 
-    decide(store, record, "n_control", "correct", reviewer="dan", shown=shown, value=29, role="adjudicator")
-    decide(store, record, "n_control", "approve", reviewer="ben", shown=shown)  # ben again, after the adjudication
+    decide(
+        store,
+        record,
+        DecisionRequest("n_control", "correct", reviewer="dan", shown=shown, value=29, role="adjudicator"),
+    )
+    decide(
+        store, record, DecisionRequest("n_control", "approve", reviewer="ben", shown=shown)
+    )  # ben again, after the adjudication
     review = review_document(record, load_decisions(store, record.key), frozenset({"verified"}))
     final = review.fields["n_control"]
     assert (final.final_value, final.provenance, final.adjudicated_by) == ("29", "reviewer_corrected", "dan")
@@ -42,9 +59,11 @@ def test_unknown_roles_and_blindness_are_refused(tmp_path):
     store, record = Store(str(tmp_path)), _record()
     shown = (record.sha256, record.extraction_version)
     with pytest.raises(DecisionRefused, match="unknown role"):
-        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, role="boss")
+        decide(store, record, DecisionRequest("n_control", "approve", reviewer="ana", shown=shown, role="boss"))
     with pytest.raises(DecisionRefused, match="unknown blindness"):
-        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, blind_to=["everything"])
+        decide(
+            store, record, DecisionRequest("n_control", "approve", reviewer="ana", shown=shown, blind_to=["everything"])
+        )
 
 
 def test_a_value_the_model_left_empty_can_be_filled_in_or_confirmed_from_a_workbook(tmp_path):
@@ -52,30 +71,38 @@ def test_a_value_the_model_left_empty_can_be_filled_in_or_confirmed_from_a_workb
     store, record = Store(str(tmp_path)), _record()
     record.fields["p_value"] = {"module": "outcome", "value": None, "quote": None, "tier": "not_reported", "flags": []}
     shown = (record.sha256, record.extraction_version)
-    filled = decide(store, record, "p_value", "correct", reviewer="ana", shown=shown, shown_value="", value="0.006")
-    confirmed = decide(store, record, "p_value", "reject", reviewer="ben", shown=shown, shown_value="—")
+    filled = decide(
+        store, record, DecisionRequest("p_value", "correct", reviewer="ana", shown=shown, shown_value="", value="0.006")
+    )
+    confirmed = decide(
+        store, record, DecisionRequest("p_value", "reject", reviewer="ben", shown=shown, shown_value="—")
+    )
     assert filled.value == "0.006" and confirmed.action == "reject"
     with pytest.raises(DecisionRefused, match="changed since this was shown"):
-        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, shown_value="")  # 30 is a value
+        decide(
+            store, record, DecisionRequest("n_control", "approve", reviewer="ana", shown=shown, shown_value="")
+        )  # 30 is a value
 
 
 def test_a_rejection_says_why(tmp_path):
     store, record = Store(str(tmp_path)), _record()
     shown = (record.sha256, record.extraction_version)
-    decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="not reported")
+    decide(store, record, DecisionRequest("n_control", "reject", reviewer="ana", shown=shown, reason="not reported"))
     final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
     assert (final.provenance, final.reject_reason) == ("rejected", "not_reported")
     with pytest.raises(DecisionRefused, match="goes with a rejection only"):
-        decide(store, record, "n_control", "approve", reviewer="ana", shown=shown, reason="wrong_value")
+        decide(
+            store, record, DecisionRequest("n_control", "approve", reviewer="ana", shown=shown, reason="wrong_value")
+        )
     with pytest.raises(DecisionRefused, match="one of not_reported"):
-        decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="boring")
+        decide(store, record, DecisionRequest("n_control", "reject", reviewer="ana", shown=shown, reason="boring"))
 
 
 def test_undo_takes_back_ones_own_last_decision_and_keeps_the_log(tmp_path):
     store, record = Store(str(tmp_path)), _record()
     shown = (record.sha256, record.extraction_version)
-    decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value=29)
-    decide(store, record, "n_control", "reject", reviewer="ana", shown=shown, reason="wrong_value")
+    decide(store, record, DecisionRequest("n_control", "correct", reviewer="ana", shown=shown, value=29))
+    decide(store, record, DecisionRequest("n_control", "reject", reviewer="ana", shown=shown, reason="wrong_value"))
     with pytest.raises(DecisionRefused, match="ben has no decision on n_control"):
         withdraw(store, record, "n_control", reviewer="ben")
     withdraw(store, record, "n_control", reviewer="ana")
@@ -91,7 +118,11 @@ def test_reviewers_who_leave_the_same_value_agree_whatever_they_clicked(tmp_path
     store, record = Store(str(tmp_path)), _record()
     shown = (record.sha256, record.extraction_version)
     n_control = Deployment.from_environment({}).load_template().field_definition("n_control")  # a whole number
-    decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value="30", template_field=n_control)
-    decide(store, record, "n_control", "approve", reviewer="ben", shown=shown)
+    decide(
+        store,
+        record,
+        DecisionRequest("n_control", "correct", reviewer="ana", shown=shown, value="30", template_field=n_control),
+    )
+    decide(store, record, DecisionRequest("n_control", "approve", reviewer="ben", shown=shown))
     final = review_document(record, load_decisions(store, record.key), frozenset({"verified"})).fields["n_control"]
     assert final.disagreement == {} and final.reviewer_outcomes == {"ana": "correct → 30", "ben": "approve"}

@@ -207,7 +207,7 @@ def _record():
 
 
 def test_a_derived_value_is_proposed_in_the_review_and_decided_like_any_value(tmp_path):
-    from atlas_pipeline.review.decisions import decide, load_decisions
+    from atlas_pipeline.review.decisions import DecisionRequest, decide, load_decisions
     from atlas_pipeline.store.files import Store
 
     store, record, derivations = Store(str(tmp_path)), _record(), Derivations(TEMPLATE)
@@ -225,18 +225,22 @@ def test_a_derived_value_is_proposed_in_the_review_and_decided_like_any_value(tm
     shown = (record.sha256, record.extraction_version)
     proposed = {"value": events.model_value, "tier": "derived"}
     field = "outcomes[1].events_intervention"
-    decide(store, record, field, "approve", reviewer="ana", shown=shown, shown_value="25", proposed=proposed)
+    decide(
+        store,
+        record,
+        DecisionRequest(field, "approve", reviewer="ana", shown=shown, shown_value="25", proposed=proposed),
+    )
     approved = review_document(record, load_decisions(store, record.key), verified, derivations).fields[field]
     assert (approved.provenance, approved.final_value, approved.tier) == ("reviewer_approved", 25, "derived")
     # an input corrected: the result changes (42% of 62 is 26), so the approval of 25 asks for a recheck
     total = "outcomes[1].total_intervention"
-    decide(store, record, total, "correct", reviewer="ana", shown=shown, value=62)
+    decide(store, record, DecisionRequest(total, "correct", reviewer="ana", shown=shown, value=62))
     changed = review_document(record, load_decisions(store, record.key), verified, derivations).fields[field]
     assert (changed.provenance, changed.model_value, changed.previous_model_value) == ("recheck", 26, 25)
 
 
 def test_in_the_default_mode_a_derived_value_is_approved_and_a_persons_entry_corrected(tmp_path):
-    from atlas_pipeline.review.decisions import decide, load_decisions
+    from atlas_pipeline.review.decisions import DecisionRequest, decide, load_decisions
     from atlas_pipeline.store.files import Store
 
     store, derivations, policy = Store(str(tmp_path)), Derivations(TEMPLATE), frozenset({"verified"})
@@ -246,12 +250,20 @@ def test_in_the_default_mode_a_derived_value_is_approved_and_a_persons_entry_cor
     for bare, value in typed.items():  # extraction by hand: a person's entry on the grid
         field = f"outcomes[1001].{bare}"
         definition = TEMPLATE.field_definition(field)
-        decide(store, record, field, "correct", reviewer="ana", shown=shown, value=value, template_field=definition)
+        decide(
+            store,
+            record,
+            DecisionRequest(field, "correct", reviewer="ana", shown=shown, value=value, template_field=definition),
+        )
     field = "outcomes[1001].events_intervention"
     review = review_document(record, load_decisions(store, record.key), policy, derivations)
     assert (review.fields[field].tier, review.fields[field].model_value) == ("derived", 25)
     proposed = {"value": 25, "tier": "derived"}
-    decide(store, record, field, "approve", reviewer="ana", shown=shown, shown_value="25", proposed=proposed)
+    decide(
+        store,
+        record,
+        DecisionRequest(field, "approve", reviewer="ana", shown=shown, shown_value="25", proposed=proposed),
+    )
     approved = review_document(record, load_decisions(store, record.key), policy, derivations).fields[field]
     assert (approved.provenance, approved.final_value, approved.derivation["formula"]) == (
         "reviewer_approved",
@@ -260,8 +272,13 @@ def test_in_the_default_mode_a_derived_value_is_approved_and_a_persons_entry_cor
     )
     # the person corrects their own entry's group size: the derived count follows, and asks for a re-check
     total = "outcomes[1001].total_intervention"
-    decide(store, record, total, "correct", reviewer="ana", shown=shown, value="62",
-           template_field=TEMPLATE.field_definition(total))  # fmt: skip
+    decide(
+        store,
+        record,
+        DecisionRequest(
+            total, "correct", reviewer="ana", shown=shown, value="62", template_field=TEMPLATE.field_definition(total)
+        ),
+    )
     again = review_document(record, load_decisions(store, record.key), policy, derivations).fields
     assert again[total].final_value == 62 and (again[field].provenance, again[field].model_value) == ("recheck", 26)
 

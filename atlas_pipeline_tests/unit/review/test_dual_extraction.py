@@ -6,8 +6,8 @@ import pytest
 
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.outputs.agreement_report import agreement_rows
-from atlas_pipeline.outputs.completion import DocumentState
-from atlas_pipeline.review.decisions import DecisionRefused, decide, load_decisions
+from atlas_pipeline.read_model.document_state import DocumentState
+from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide, load_decisions
 from atlas_pipeline.review.extraction_team import (
     assign,
     comparison,
@@ -41,8 +41,19 @@ def _outcome(store, record, who, number, **values):
     for name, value in values.items():
         field = f"outcomes[{number}].{name}"
         shown = (record.sha256, record.extraction_version)
-        decide(store, record, field, "correct", reviewer=who, shown=shown, value=value,
-               template_field=TEMPLATE.field_definition(field), note=f"{who}'s {name}")  # fmt: skip
+        decide(
+            store,
+            record,
+            DecisionRequest(
+                field,
+                "correct",
+                reviewer=who,
+                shown=shown,
+                value=value,
+                template_field=TEMPLATE.field_definition(field),
+                note=f"{who}'s {name}",
+            ),
+        )
 
 
 def _review(store, record):
@@ -53,9 +64,17 @@ def test_two_extractors_complete_then_every_difference_waits_for_the_adjudicator
     store, record = Store(str(tmp_path)), _by_hand()
     shown = (record.sha256, record.extraction_version)
     n_control = TEMPLATE.field_definition("n_control")
-    decide(store, record, "n_control", "correct", reviewer="ana", shown=shown, value="30", template_field=n_control)
-    decide(store, record, "study_id", "correct", reviewer="ana", shown=shown, value="Valois 2005")
-    decide(store, record, "n_control", "correct", reviewer="ben", shown=shown, value="29", template_field=n_control)
+    decide(
+        store,
+        record,
+        DecisionRequest("n_control", "correct", reviewer="ana", shown=shown, value="30", template_field=n_control),
+    )
+    decide(store, record, DecisionRequest("study_id", "correct", reviewer="ana", shown=shown, value="Valois 2005"))
+    decide(
+        store,
+        record,
+        DecisionRequest("n_control", "correct", reviewer="ben", shown=shown, value="29", template_field=n_control),
+    )
     arms = {"intervention": "White Grape Juice", "comparator": "Water", "time_point": "after randomization"}
     _outcome(store, record, "ana", 1001, outcome="Duration of diarrhea", **arms, mean_intervention="47.5",
              sd_intervention="38.9")  # fmt: skip
@@ -102,10 +121,32 @@ def test_two_extractors_complete_then_every_difference_waits_for_the_adjudicator
     assert rows["n_control"]["reviewers_percent"] == 0.0
 
     # the adjudicator settles a field and a grid cell; the entries stay one
-    decide(store, record, "outcomes[1001].sd_intervention", "correct", reviewer="dan", shown=shown, value="38.9",
-           role="adjudicator", template_field=TEMPLATE.field_definition("outcomes[1].sd_intervention"))  # fmt: skip
-    decide(store, record, "n_control", "correct", reviewer="dan", shown=shown, value="30", role="adjudicator",
-           template_field=n_control)  # fmt: skip
+    decide(
+        store,
+        record,
+        DecisionRequest(
+            "outcomes[1001].sd_intervention",
+            "correct",
+            reviewer="dan",
+            shown=shown,
+            value="38.9",
+            role="adjudicator",
+            template_field=TEMPLATE.field_definition("outcomes[1].sd_intervention"),
+        ),
+    )
+    decide(
+        store,
+        record,
+        DecisionRequest(
+            "n_control",
+            "correct",
+            reviewer="dan",
+            shown=shown,
+            value="30",
+            role="adjudicator",
+            template_field=n_control,
+        ),
+    )
     fields = _review(store, record).fields
     settled = fields["outcomes[1001].sd_intervention"]
     assert (settled.final_value, settled.adjudicated_by, settled.disagreement) == (38.9, "dan", {})
@@ -160,7 +201,7 @@ def test_an_entry_added_by_hand_lines_up_with_the_models_and_stays_one_when_edit
     }
     record = extraction_record(fields=fields)
     store, shown = Store(str(tmp_path)), (record.sha256, record.extraction_version)
-    decide(store, record, "outcomes[1].mean_intervention", "approve", reviewer="ana", shown=shown)
+    decide(store, record, DecisionRequest("outcomes[1].mean_intervention", "approve", reviewer="ana", shown=shown))
     _outcome(store, record, "ben", 1001, **identity, mean_intervention="5")
     for who in ("ana", "ben"):
         team = team_of(record.key, load_decisions(store, record.key), None, 2)
@@ -172,7 +213,11 @@ def test_an_entry_added_by_hand_lines_up_with_the_models_and_stays_one_when_edit
     assert not [name for name in fields if name.startswith("outcomes[1001]")]
 
     # Ben edits the lined-up row (the grid shows it as entry 1), then takes it back: still one entry
-    decide(store, record, "outcomes[1].mean_intervention", "correct", reviewer="ben", shown=shown, value="4")
+    decide(
+        store,
+        record,
+        DecisionRequest("outcomes[1].mean_intervention", "correct", reviewer="ben", shown=shown, value="4"),
+    )
     assert not [name for name in _review(store, record).fields if name.startswith("outcomes[1001]")]
     aligned = decisions_by_field(record, load_decisions(store, record.key), DERIVATIONS)
     withdraw(
@@ -180,6 +225,16 @@ def test_an_entry_added_by_hand_lines_up_with_the_models_and_stays_one_when_edit
     )
     assert not [name for name in _review(store, record).fields if name.startswith("outcomes[1001]")]
     # a third person's value, once compared, is not one of the extractions
-    decide(store, record, "outcomes[1].mean_intervention", "correct", reviewer="carla", shown=shown, value="9",
-           template_field=TEMPLATE.field_definition("outcomes[1].mean_intervention"))  # fmt: skip
+    decide(
+        store,
+        record,
+        DecisionRequest(
+            "outcomes[1].mean_intervention",
+            "correct",
+            reviewer="carla",
+            shown=shown,
+            value="9",
+            template_field=TEMPLATE.field_definition("outcomes[1].mean_intervention"),
+        ),
+    )
     assert "carla" not in _review(store, record).fields["outcomes[1].mean_intervention"].reviewer_outcomes

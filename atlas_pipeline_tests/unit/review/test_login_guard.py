@@ -1,10 +1,13 @@
 """The review page's guard against guessed passwords (review_page.login_guard), on a clock the test moves, and how
 the page tells where a login comes from and whether its cookies must be Secure (review_page.sessions)."""
 
+from dataclasses import replace
+
 import pytest
 from starlette.requests import Request
 
 from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review_page.login_guard import LoginGuard, account_key, address_key
 from atlas_pipeline.review_page.sessions import Sessions
 
@@ -103,9 +106,16 @@ def _request(host: str = "127.0.0.1:3001", peer: str = "127.0.0.1", scheme: str 
                     "scheme": scheme, "server": ("127.0.0.1", 3001), "query_string": b""})  # fmt: skip
 
 
+def _access(tmp_path):
+    settings = load_settings({"ATLAS_REVIEW_USERS": str(tmp_path / "users.json")})
+    return Deployment.from_settings(settings).page_access()
+
+
 def test_the_address_is_the_forwarded_one_only_behind_the_trusted_proxy(tmp_path):
-    plain = Sessions(load_settings({"ATLAS_REVIEW_USERS": str(tmp_path / "users.json")}))
-    proxied = Sessions(plain.settings.model_copy(update={"review_auth_header": "X-Forwarded-User"}))
+    plain = Sessions(
+        Deployment.from_settings(load_settings({"ATLAS_REVIEW_USERS": str(tmp_path / "users.json")})).page_access()
+    )
+    proxied = Sessions(replace(plain.access, auth_header="X-Forwarded-User"))
     forwarded = {"x_forwarded_for": "203.0.113.9, 198.51.100.7"}  # the client wrote the first, the proxy added one
     assert proxied.client_address(_request(**forwarded)) == "198.51.100.7"
     assert proxied.client_address(_request(x_forwarded_for="198.51.100.7, 127.0.0.1")) == "198.51.100.7"
@@ -121,8 +131,10 @@ def test_the_address_is_the_forwarded_one_only_behind_the_trusted_proxy(tmp_path
 
 
 def test_cookies_are_secure_beyond_loopback_or_over_https(tmp_path):
-    plain = Sessions(load_settings({"ATLAS_REVIEW_USERS": str(tmp_path / "users.json")}))
-    proxied = Sessions(plain.settings.model_copy(update={"review_auth_header": "X-Forwarded-User"}))
+    plain = Sessions(
+        Deployment.from_settings(load_settings({"ATLAS_REVIEW_USERS": str(tmp_path / "users.json")})).page_access()
+    )
+    proxied = Sessions(replace(plain.access, auth_header="X-Forwarded-User"))
     for host in ("127.0.0.1:3001", "localhost:3001", "[::1]:3001", "LOCALHOST"):
         assert not plain.cookies_secure(_request(host)), host
     assert plain.cookies_secure(_request("review.example.org"))

@@ -24,10 +24,12 @@ from typing import Any
 import httpx2 as httpx
 from httpx2._utils import get_environment_proxies
 
+from atlas_pipeline.core.errors import AtlasError
+
 BOUNDED_PATH = "/chat/completions"
 
 
-class AnswerCutOff(httpx.TransportError):
+class AnswerCutOff(AtlasError, httpx.TransportError):
     """The endpoint's answer was cut off here: too slow in total (``kind`` "deadline") or too large ("size")."""
 
     def __init__(self, message: str, kind: str) -> None:

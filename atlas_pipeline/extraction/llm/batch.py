@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import openai
 
 from atlas_pipeline.config.redaction import redact
-from atlas_pipeline.knowledge.catalog import now_iso
+from atlas_pipeline.core.clock import now_iso, utc_now
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
     LLM_BATCHES,
@@ -256,7 +256,7 @@ class BatchQueue:
             sent = datetime.fromisoformat(record["submitted_at"])
         except (KeyError, TypeError, ValueError):
             return False
-        return (datetime.now(UTC) - sent).total_seconds() > self.deadline_hours * 3600
+        return (utc_now() - sent).total_seconds() > self.deadline_hours * 3600
 
     def _give_up(self, client: openai.OpenAI, record: dict[str, Any], state: str, report: PollReport) -> None:
         """A batch past the local deadline: cancelled at the endpoint if it lets us, its requests sent directly."""

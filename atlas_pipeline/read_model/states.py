@@ -1,0 +1,103 @@
+"""Where each document stands, built from the facts handed in (``RunFacts`` per document, from Dagster) and the
+document's own records in the store — the one place the read model is assembled, by the aggregates, the review page,
+the CLI and search alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from atlas_pipeline.core.document_status import ExtractionFacts, RunFacts, is_stale, status_of
+from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.extraction.kept_extraction import values_record
+from atlas_pipeline.extraction.version import ExtractionVersion
+from atlas_pipeline.knowledge.catalog import Catalog
+from atlas_pipeline.knowledge.duplicate_records import load_groups
+from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
+from atlas_pipeline.read_model.document_state import DocumentState
+from atlas_pipeline.review.decisions import decision_marks
+from atlas_pipeline.review.derivations import Derivations
+from atlas_pipeline.review.final_values import DocumentReview, current_review
+from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
+
+MARKS_READ_ONE_BY_ONE = 50  # up to this many documents, each one's decision marks are read alone; beyond, all at once
+
+
+def build_states(
+    store: Store,
+    catalog: Catalog,
+    facts: Mapping[str, RunFacts],
+    version: ExtractionVersion | None = None,
+    accepted_tiers: frozenset[str] = frozenset({"verified"}),
+    derivations: Derivations | None = None,
+) -> list[DocumentState]:
+    """One state per document of ``facts`` (in its order).
+
+    An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
+    mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
+    exports, so two versions are never mixed."""
+    keys = list(facts)
+    duplicates = load_groups(store).duplicate_of
+    marks = decision_marks(store) if len(keys) > MARKS_READ_ONE_BY_ONE else decision_marks(store, keys)
+    states = [
+        _state(store, key, catalog, facts[key], version, accepted_tiers, derivations, marks.get(key, ""))
+        for key in keys
+    ]
+    for state in states:
+        if state.key in duplicates:
+            state.duplicate_of, state.duplicate_evidence = duplicates[state.key]
+    reports = [Report(s.key, s.extraction.identifiers if s.extraction else {}, s.duplicate_of) for s in states]
+    studies = group_studies(reports, load_links(store))
+    for state in states:
+        state.study_id = studies.get(state.key, state.key)
+    return states
+
+
+def _state(
+    store: Store,
+    key: str,
+    catalog: Catalog,
+    run: RunFacts,
+    version: ExtractionVersion | None,
+    accepted_tiers: frozenset[str],
+    derivations: Derivations | None,
+    mark: str,
+) -> DocumentState:
+    entry = catalog.entries.get(key)
+    state = DocumentState(
+        key=key,
+        status=DocumentStatus.PENDING,
+        reason="",
+        source_path=entry.source_path if entry else None,
+        source_removed=bool(entry and entry.removed),
+        snapshot=read_record(store, key, "snapshot", SnapshotRecord),
+        parse=read_record(store, key, "parse", ParseRecord),
+        extraction=read_record(store, key, "extraction", ExtractionRecord),
+        review=read_record(store, key, "review", DocumentReview),
+    )
+    facts = None
+    latest = state.extraction
+    if latest is not None and run.extracted and not run.running and not run.crash:
+        facts = ExtractionFacts(
+            status=latest.status,
+            reason=latest.reason,
+            stopped_at=latest.stopped_at,
+            retryable=latest.retryable,
+            version=latest.extraction_version,
+        )
+        state.stale = is_stale(facts, version.tag if version else None)
+        if state.stale and version is not None:
+            facts = replace(facts, version_changes=tuple(version.changes_from(latest.version_parts)))
+        kept = values_record(store, key, latest)
+        if kept is not latest:  # the latest did not go through: the last one that did stays shown
+            state.extraction = kept
+            facts = replace(facts, kept_from=kept.extracted_at[:10])
+        # decisions made since the last merge show at once (the page, `atlas run`)
+        state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark)
+        review = state.current_review
+        if review is not None and review.approved:
+            facts = replace(facts, approval=review.summary())
+    status = status_of(run, facts, version.tag if version else None)
+    state.status, state.reason, state.outside = status.status, status.reason, status.outside
+    return state
