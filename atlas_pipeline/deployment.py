@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from atlas_pipeline.extraction.llm.client import LLMClient
     from atlas_pipeline.extraction.llm.config import LLMConfig
     from atlas_pipeline.parsing.providers import ParserChoice, ParsingProvider, ProviderLimits
+    from atlas_pipeline.review.workbook_import import ImportReport
     from atlas_pipeline.search.backends import InstanceStorage
     from atlas_pipeline.search.index import SearchIndex
     from atlas_pipeline.sources.collector import Politeness
@@ -400,6 +402,25 @@ class Deployment:
             login_free_failures=settings.review_login_free_failures,
             login_max_lockout_seconds=settings.review_login_max_lockout_seconds,
             trusted_hosts=settings.trusted_hosts,
+        )
+
+    def import_review_inbox(self) -> Iterator[ImportReport]:
+        """Take in the reviewed workbooks dropped into the review inbox (``ATLAS_REVIEW_INBOX``; none: nothing), a
+        report per workbook — what the review sensor and ``atlas run`` both do."""
+        from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when asked
+
+        policy = self.review_policy()
+        if not policy.inbox:
+            return
+        yield from import_inbox(
+            Store(policy.inbox),
+            self.store(),
+            self.load_template(),
+            policy.reviewer,
+            self.derivations(),
+            policy.accepted_tiers,
+            policy.workbook_max_rows,
+            authors_required=policy.logins_required,
         )
 
     def accepted_tiers(self) -> frozenset[str]:

@@ -13,7 +13,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
     from atlas_pipeline.config.settings import resolve_location
     from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.outputs.evaluation import GoldError, evaluate_gold
-    from atlas_pipeline.store.layout import EVALUATION_STEM, export_path
+    from atlas_pipeline.outputs.export_files import EVALUATION_STEM
+    from atlas_pipeline.store.layout import export_path
 
     settings = load_settings()
     atlas = Deployment.from_settings(settings)

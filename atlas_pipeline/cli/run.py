@@ -19,37 +19,23 @@ def command_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from atlas_pipeline.core.clock import now_iso
-    from atlas_pipeline.core.statuses import TERMINAL
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
     from atlas_pipeline.defs.partitions import documents_partitions
     from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
     from atlas_pipeline.deployment import Deployment
-    from atlas_pipeline.extraction.modes import agreement_summary
     from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
     from atlas_pipeline.knowledge.duplicate_records import load_splits
-    from atlas_pipeline.knowledge.planning import aggregates_stale, plan_runs, reviews_to_merge
+    from atlas_pipeline.knowledge.planning import StepKind, aggregates_stale, plan_runs, plan_steps, reviews_to_merge
     from atlas_pipeline.knowledge.state_owner import claim_state
     from atlas_pipeline.ops.instance import prepare_dagster_home
-    from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, RunStopped, reap_dead_runs, run_documents, stop_on_signals
-    from atlas_pipeline.outputs.analysis_files import ARMS_STEM, ESCALC_STEMS, EXCLUDED_STEM, read_excluded
-    from atlas_pipeline.outputs.exports import FORMATS, export_files
-    from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER
-    from atlas_pipeline.outputs.revman_files import REVMAN_STEMS
-    from atlas_pipeline.outputs.study_report import STUDIES_STEM
-    from atlas_pipeline.review.accounts import logins_required
+    from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG, reap_dead_runs
+    from atlas_pipeline.outputs.analysis_files import read_excluded
+    from atlas_pipeline.outputs.export_files import AGREEMENT, EXCLUDED, export_files
     from atlas_pipeline.review.decisions import decision_marks
     from atlas_pipeline.review.final_values import merged_marks
-    from atlas_pipeline.review.workbook_import import import_inbox
     from atlas_pipeline.store.files import Store
-    from atlas_pipeline.store.layout import (
-        AGREEMENT_STEM,
-        APPROVED_STEM,
-        COMPLETION_PATH,
-        EXPORT_STEM,
-        FIELDS_STEM,
-        export_path,
-    )
+    from atlas_pipeline.store.layout import COMPLETION_PATH
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
     settings = load_settings()
@@ -87,11 +73,13 @@ def command_run(args: argparse.Namespace) -> int:
         batch_mode = settings.llm_batch and atlas.mode(rule) == "llm" and not args.estimate
         if batch_mode:  # answers that arrived: their documents are `waiting`, so they run below and are graded
             batch_tick(settings, store, "start")
+        if not args.estimate:  # reviewed workbooks, as the review sensor takes them in: first, so their decisions
+            # are recorded on the extraction the workbook showed, before this run may make another
+            for report in atlas.import_review_inbox():
+                print(f"review inbox: {report.summary()}")
         existing = set(instance.get_dynamic_partitions(documents_partitions.name))
         facts = InstanceFacts(instance, store, atlas.extraction_version().tag)
         plan = plan_runs(scan.catalog, existing, facts, only=set(args.only or ()) or None, force=args.force)
-        if plan.new_partitions:
-            instance.add_dynamic_partitions(documents_partitions.name, plan.new_partitions)
         entries = scan.catalog.active()
         if args.only:
             gone = sorted(set(args.only) - {entry.key for entry in entries})  # removed since the last scan
@@ -107,86 +95,57 @@ def command_run(args: argparse.Namespace) -> int:
                 "(--force redoes them)"
             )
         if args.estimate:
+            if plan.new_partitions:
+                instance.add_dynamic_partitions(documents_partitions.name, plan.new_partitions)
             return _print_estimate(settings, atlas, store, [entry for entry in entries if entry.key in set(keys)])
-        started, stopped, run_began, seconds_each = time.perf_counter(), False, now_iso(), []
-        with stop_on_signals() as received:
-            try:
-                for number, (key, success, seconds) in enumerate(
-                    run_documents(keys, args.workers, defs, instance, batch, build=build_definitions), 1
-                ):
-                    record = read_record(store, key, "extraction", ExtractionRecord)
-                    if success and record is not None:
-                        outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
-                        if record.second_model and record.agreement:
-                            outcome += f" ({agreement_summary(record.agreement, record.second_model)})"
-                    else:
-                        (state,) = document_states(instance, atlas, only=[key])
-                        outcome = f"{state.status.value}: {state.reason}"
-                    print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
-                    seconds_each.append(seconds)
-            except (KeyboardInterrupt, RunStopped):
-                stopped = True
-        if stopped:
-            states = document_states(instance, atlas)
-            left = [s for s in states if s.status not in TERMINAL]
-            print(
-                f"\nstopped: {len(left)} document(s) not done stay pending (none is left extracting); "
-                "run `atlas run` again to continue",
-                flush=True,
-            )
-            return 128 + received.get("signal", signal.SIGINT)
-        if batch_mode:  # the requests this run queued go out now, as one batch
-            batch_tick(settings, store, "end")
-            waiting = [
-                key
-                for key in keys
-                if (r := read_record(store, key, "extraction", ExtractionRecord)) and r.status == "waiting"
-            ]
-            if waiting:
-                print(
-                    f"{len(waiting)} document(s) waiting at the endpoint's Batch API: run `atlas run` again later, or "
-                    "keep `atlas dev` running (the llm_batch_sensor looks every ATLAS_LLM_BATCH_POLL_SECONDS)"
-                )
-        if settings.review_inbox:  # reviewed workbooks, as the review sensor would import them
-            inbox = Store(settings.review_inbox)
-            policy = (atlas.derivations(), atlas.accepted_tiers(), settings.review_workbook_max_rows)
-            authors = logins_required(settings.review_users, settings.review_auth_header)
-            for report in import_inbox(inbox, store, template, settings.reviewer, *policy, authors_required=authors):
-                print(f"review inbox: {report.summary()}")
 
         def reviews_behind(keys: list[str]) -> list[str]:
             marks, candidates = decision_marks(store), set(keys)
             return reviews_to_merge(marks, merged_marks(store, [key for key in marks if key in candidates]), candidates)
 
-        behind = reviews_behind([entry.key for entry in entries if entry.key not in keys])
-        for key in behind:  # decisions made on the review page or imported while no daemon ran
-            defs.resolve_job_def("review_job").execute_in_process(
-                partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
-            )
-        if behind:
-            print(f"review decisions merged for {len(behind)} document(s): {', '.join(behind[:5])}")
         exports = atlas.exports_store()
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
         aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
-        splits_changed = load_splits(store).changed_at
-        policy = atlas.final_values_policy()
-        facts = aggregate_facts(instance, aggregates, scan.catalog, splits_changed, exported, policy)
-        stale = aggregates_stale(facts)
-        if facts.policy_changed and facts.refreshed_at is not None:
-            print("the acceptance policy, derivation rules or template changed: exports written again with it")
-        if keys or behind or scan.changed or stale is not None:
-            defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG)
-            late = reviews_behind([entry.key for entry in entries])
-            if late:  # decided while this run worked: merged now, and the exports written again with them
-                for key in late:
+        made = aggregate_facts(
+            instance, aggregates, scan.catalog, load_splits(store).changed_at, exported, atlas.final_values_policy()
+        )
+        merges = reviews_behind([entry.key for entry in entries if entry.key not in keys])
+        steps = plan_steps(plan, merges, catalog_changed=scan.changed, stale=aggregates_stale(made), automated=False)
+        started, run_began, seconds_each = time.perf_counter(), now_iso(), []
+        for step in steps:
+            if step.kind == StepKind.ADD_PARTITIONS:
+                instance.add_dynamic_partitions(documents_partitions.name, list(step.keys))
+            elif step.kind == StepKind.EXTRACT:
+                signum = _extract(list(step.keys), args, defs, instance, batch, store, atlas, seconds_each)
+                if signum is not None:
+                    return 128 + signum
+                if batch_mode:  # the requests this run queued go out now, as one batch
+                    _send_batch(settings, store, keys)
+            elif step.kind == StepKind.MERGE_REVIEWS:  # decisions made on the review page or imported
+                for key in step.keys:
                     defs.resolve_job_def("review_job").execute_in_process(
                         partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
                     )
-                print(f"{len(late)} document(s) decided on while this run worked: merged, exports written again")
+                print(f"review decisions merged for {len(step.keys)} document(s): {', '.join(step.keys[:5])}")
+            elif step.kind == StepKind.REFRESH_AGGREGATES:
+                if made.policy_changed and made.refreshed_at is not None:
+                    print("the acceptance policy, derivation rules or template changed: exports written again with it")
                 defs.resolve_job_def("aggregates_job").execute_in_process(
                     instance=instance, run_config=QUIET_RUN_CONFIG
                 )
-        else:
+                late = reviews_behind([entry.key for entry in entries])
+                if late:  # decided while this run worked: merged now, and the exports written again with them
+                    for key in late:
+                        defs.resolve_job_def("review_job").execute_in_process(
+                            partition_key=key, instance=instance, run_config=QUIET_RUN_CONFIG
+                        )
+                    print(f"{len(late)} document(s) decided on while this run worked: merged, exports written again")
+                    defs.resolve_job_def("aggregates_job").execute_in_process(
+                        instance=instance, run_config=QUIET_RUN_CONFIG
+                    )
+        if batch_mode and StepKind.EXTRACT not in {step.kind for step in steps}:
+            _send_batch(settings, store, keys)
+        if StepKind.REFRESH_AGGREGATES not in {step.kind for step in steps}:
             print("task completion and exports are up to date: not refreshed")
         states = document_states(instance, atlas)
         records = [read_record(store, key, "extraction", ExtractionRecord) for key in keys]
@@ -203,31 +162,13 @@ def command_run(args: argparse.Namespace) -> int:
         if any(record.llm_calls or record.llm_cache_hits for record in ran):
             print(run_cost(ran))
         print_summary(states)
-        print("exports:")
-        for fmt in FORMATS:
-            print(f"  {fmt:<8} {exports.url(export_path(EXPORT_STEM, fmt))}")
         by_hand = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
-        rows = "one row per field to extract by hand" if by_hand else "one row per extracted field"
-        for fmt in FORMATS[1:]:
-            print(f"  {fmt:<8} {exports.url(export_path(FIELDS_STEM, fmt))} ({rows})")
-        print(
-            f"  approved values (one typed row per approved document): {exports.url(export_path(APPROVED_STEM, 'csv'))}"
-        )
-        studies = exports.url(export_path(STUDIES_STEM, "csv"))
-        print(f"  studies (each trial's values reconciled across its reports): {studies}")
-        arms, escalc = export_path(ARMS_STEM, "csv"), export_path(ESCALC_STEMS["dichotomous"], "csv")
-        print(f"  meta-analysis (final values only): {exports.url(arms)} (one row per arm),")
-        print(f"           {exports.url(escalc)} (and _continuous, _generic: R's escalc reads them as they are),")
-        if exports.files(FOREST_FOLDER):
-            print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome),")
-        revman = exports.url(export_path(REVMAN_STEMS["study_information"], "csv"))
-        print(f"           {revman} (and _study_arms, _study_results, _risk_of_bias: RevMan Web's import)")
-        print("           — docs/analysis.md")
+        print_exports(exports, by_hand)
         left_out = read_excluded(exports)
         if left_out:
             print(
                 f"  {len(left_out)} value(s) left out of the analysis files (sources that disagree, implausible "
-                f"numbers): {exports.url(export_path(EXCLUDED_STEM, 'csv'))}"
+                f"numbers): {exports.url(EXCLUDED.path())}"
             )
             for row in left_out[:5]:
                 print(f"    {row['study_id']} {row['entry']}: {row['field']}: {row['reason']}")
@@ -237,13 +178,92 @@ def command_run(args: argparse.Namespace) -> int:
         for path, reason in not_written.items():
             print(f"  not written: {exports.url(path)}: {reason} (every other file was)")
         if settings.llm_second_model:
-            agreement = exports.url(export_path(AGREEMENT_STEM, "csv"))
-            print(f"  agreement per field (model A vs B, model vs person, reviewers): {agreement}")
+            print(f"  {AGREEMENT.holds}: {exports.url(AGREEMENT.path())}")
         atlas_cli = atlas_command()
         print(f"  review them: `{atlas_cli} review` (http://127.0.0.1:{settings.review_port})")
         print(f"  search them: `{atlas_cli} search WORDS`")
         print_sources(atlas)
     return exit_status(states, set(keys), not_written)
+
+
+def _extract(keys, args, defs, instance, batch, store, atlas, seconds_each) -> int | None:
+    """The EXTRACT step: the documents run, one line each as they finish; the signal that stopped it, if one did
+    (what was not done stays pending)."""
+    from atlas_pipeline.core.statuses import TERMINAL
+    from atlas_pipeline.definitions import build_definitions
+    from atlas_pipeline.extraction.modes import agreement_summary
+    from atlas_pipeline.ops.runs import RunStopped, run_documents, stop_on_signals
+    from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+    with stop_on_signals() as received:
+        try:
+            for number, (key, success, seconds) in enumerate(
+                run_documents(keys, args.workers, defs, instance, batch, build=build_definitions), 1
+            ):
+                record = read_record(store, key, "extraction", ExtractionRecord)
+                if success and record is not None:
+                    outcome = record.status.value + ("" if record.status == "done" else f": {record.reason}")
+                    if record.second_model and record.agreement:
+                        outcome += f" ({agreement_summary(record.agreement, record.second_model)})"
+                else:
+                    (state,) = document_states(instance, atlas, only=[key])
+                    outcome = f"{state.status.value}: {state.reason}"
+                print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
+                seconds_each.append(seconds)
+        except (KeyboardInterrupt, RunStopped):
+            states = document_states(instance, atlas)
+            left = [s for s in states if s.status not in TERMINAL]
+            print(
+                f"\nstopped: {len(left)} document(s) not done stay pending (none is left extracting); "
+                "run `atlas run` again to continue",
+                flush=True,
+            )
+            return received.get("signal", signal.SIGINT)
+    return None
+
+
+def _send_batch(settings, store, keys: list[str]) -> None:
+    """Batch API mode, at the end of a pass: what this run queued goes out as one batch."""
+    from atlas_pipeline.store.records import ExtractionRecord, read_record
+
+    batch_tick(settings, store, "end")
+    waiting = [
+        key for key in keys if (r := read_record(store, key, "extraction", ExtractionRecord)) and r.status == "waiting"
+    ]
+    if waiting:
+        print(
+            f"{len(waiting)} document(s) waiting at the endpoint's Batch API: run `atlas run` again later, or "
+            "keep `atlas dev` running (the llm_batch_sensor looks every ATLAS_LLM_BATCH_POLL_SECONDS)"
+        )
+
+
+def print_exports(exports, by_hand: bool) -> None:
+    """Where the exports are, each file with what it holds (``outputs.export_files``)."""
+    from atlas_pipeline.outputs.export_files import (
+        APPROVED,
+        ARMS,
+        DOCUMENTS,
+        ESCALC,
+        FIELDS,
+        FOREST_FOLDER,
+        OUTCOMES,
+        REVMAN,
+        STUDIES,
+    )
+
+    print("exports:")
+    for fmt in DOCUMENTS.formats:
+        print(f"  {fmt:<8} {exports.url(DOCUMENTS.path(fmt))}")
+    for file in (FIELDS, APPROVED, OUTCOMES, STUDIES, ARMS):
+        holds = "one row per field to extract by hand" if file is FIELDS and by_hand else file.holds
+        print(f"  {holds}: {exports.url(file.path())} (and {', '.join(file.formats[1:])})")
+    for files, what in ((ESCALC, "metafor's escalc input (each study once)"), (REVMAN, "RevMan Web's import")):
+        first, *others = files  # the parts' names are the ends of their stems
+        more = ", ".join(f"_{part}" for part in others)
+        print(f"  {what}: {exports.url(files[first].path())} (and {more})")
+    if exports.files(FOREST_FOLDER):
+        print(f"  a forest plot per outcome: {exports.url(FOREST_FOLDER)}/")
+    print("  — docs/analysis.md")
 
 
 def _no_such_document(unknown: list[str], known: set[str], knowledge_base: str) -> int:

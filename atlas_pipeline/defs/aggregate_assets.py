@@ -19,10 +19,11 @@ from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreemen
 from atlas_pipeline.outputs.analysis_files import excluded_markdown, read_excluded
 from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.evaluation import evaluate_gold
+from atlas_pipeline.outputs.export_files import EVALUATION_STEM
 from atlas_pipeline.outputs.exports import write_exports
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.search.refresh import refresh_index
-from atlas_pipeline.store.layout import COMPLETION_PATH, EVALUATION_STEM, export_path
+from atlas_pipeline.store.layout import COMPLETION_PATH, export_path
 from atlas_pipeline.store.records import ParseRecord, read_record
 
 GROUP = "aggregates"

@@ -19,10 +19,16 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
-from atlas_pipeline.knowledge.planning import aggregates_missed, plan_runs, reviews_to_merge
+from atlas_pipeline.knowledge.planning import (
+    RunPlan,
+    StepKind,
+    aggregates_missed,
+    plan_runs,
+    plan_steps,
+    reviews_to_merge,
+)
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.review.final_values import merged_marks
-from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 
 
@@ -81,7 +87,11 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
             limit=pace.max_runs_per_tick,
             leave_cancelled=False,  # a cancellation was of one queued run: new bytes are a new request
         )
-        to_add = plan.new_partitions
+        # a source removed, restored or duplicated changes no document's run, but it changes what the aggregates
+        # and the exports say: they are refreshed now, and the document's own history says it
+        catalog_changes = [*scan.removed, *scan.restored, *scan.moved, *(key for _, key in scan.duplicates)]
+        steps = {step.kind: step for step in plan_steps(plan, catalog_changed=bool(catalog_changes), automated=True)}
+        to_add = list(steps[StepKind.ADD_PARTITIONS].keys) if StepKind.ADD_PARTITIONS in steps else []
         run_requests = [
             dg.RunRequest(
                 run_key=f"{entry.run_key}:{tag}",
@@ -89,13 +99,10 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
                 job_name=document_job.name,
                 tags={"atlas/sha256": entry.sha256},
             )
-            for entry in plan.to_run
+            for entry in plan.to_run  # the EXTRACT step's documents, with their bytes' fingerprints
         ]
         # made already (e.g. by `atlas run`) from these bytes with this version: marked, nothing requested
         requested.update({key: marks[key] for key in [*plan.unchanged, *plan.keys]})
-        # a source removed, restored or duplicated changes no document's run, but it changes what the aggregates
-        # and the exports say: they are refreshed now, and the document's own history says it
-        catalog_changes = [*scan.removed, *scan.restored, *scan.moved, *(key for _, key in scan.duplicates)]
         observations = [
             dg.AssetObservation(
                 asset_key="document_snapshot",
@@ -109,7 +116,7 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
             for key in dict.fromkeys(catalog_changes)
             if key in scan.catalog.entries and key in existing
         ]
-        if catalog_changes and not run_requests:
+        if StepKind.REFRESH_AGGREGATES in steps:
             state = hashlib.sha256(json.dumps(sorted(catalog_changes)).encode() + scan.stamp.encode()).hexdigest()
             run_requests.append(dg.RunRequest(run_key=f"catalog:{state[:16]}", job_name=aggregates_job.name))
         summary = f"scan: {scan.summary()}; {len(run_requests)} run(s) requested"
@@ -143,26 +150,13 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
         "decision (from the review page or a workbook); task completion and the exports follow.",
     )
     def review_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
-        from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when it ticks
-
         deployment = atlas.deployment
-        store, policy = deployment.store(), deployment.review_policy()
-        if policy.inbox:
-            try:
-                template, derivations = deployment.load_template(), deployment.derivations()
-                for report in import_inbox(
-                    Store(policy.inbox),
-                    store,
-                    template,
-                    policy.reviewer,
-                    derivations,
-                    policy.accepted_tiers,
-                    policy.workbook_max_rows,
-                    authors_required=policy.logins_required,
-                ):
-                    context.log.info(f"review inbox: {report.summary()}")
-            except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
-                context.log.error(f"review inbox {policy.inbox}: {type(error).__name__}: {error}")
+        store, inbox = deployment.store(), deployment.review_policy().inbox
+        try:
+            for report in deployment.import_review_inbox():
+                context.log.info(f"review inbox: {report.summary()}")
+        except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
+            context.log.error(f"review inbox {inbox}: {type(error).__name__}: {error}")
         seen = decode_cursor(context.cursor)
         splits = str(load_splits(store).changed_at)
         if splits != seen.get(SPLITS_MARK, "0.0"):  # a person split or joined a duplicate group: the aggregates follow
@@ -175,7 +169,9 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
         existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
         asked = {key for key, mark in marks.items() if seen.get(key) == mark}  # requested for these very decisions
         merged = merged_marks(store, [key for key in marks if key not in asked and key in existing])
-        changed = {key: marks[key] for key in reviews_to_merge(marks, merged, existing, asked_already=asked)}
+        merges = reviews_to_merge(marks, merged, existing, asked_already=asked)
+        steps = plan_steps(RunPlan(new_partitions=[], to_run=[]), merges, automated=True)  # the merges alone
+        changed = {key: marks[key] for step in steps if step.kind == StepKind.MERGE_REVIEWS for key in step.keys}
         up_to_date = {key: mark for key, mark in merged.items() if marks[key] == mark}  # merged by another run
         run_requests = [
             dg.RunRequest(run_key=f"review:{key}:{mark}", partition_key=key, job_name=review_job.name)

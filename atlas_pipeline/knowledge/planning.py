@@ -1,5 +1,6 @@
-"""What should run next, decided in one place for both drivers: the knowledge-base sensor turns a plan into run
-requests, ``atlas run`` executes it.
+"""What should run next, decided in one place for both drivers: the planner returns steps (``plan_steps``: add these
+partitions, extract these documents, merge these reviews, refresh the aggregates because …); the sensors turn them
+into run requests, ``atlas run`` executes them.
 
 A plan is a pure function of the catalog, the partitions the instance knows, what the driver has already asked for,
 and two facts about each document that only the run history knows — extracted already from these bytes with this
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
@@ -174,3 +176,69 @@ def aggregates_missed(facts: AggregateFacts, now: float, grace: float = float("i
         if landed <= made_at or now - landed > grace:
             return landed
     return None
+
+
+class StepKind(StrEnum):
+    ADD_PARTITIONS = "add partitions"  # documents the instance does not know yet
+    EXTRACT = "extract"  # new or changed documents
+    MERGE_REVIEWS = "merge reviews"  # documents whose decisions are newer than their merged review
+    REFRESH_AGGREGATES = "refresh the aggregates"  # task completion, duplicate groups, exports, search index
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to do next, on ``keys`` (documents; none for the aggregates), and why."""
+
+    kind: StepKind
+    keys: tuple[str, ...] = ()
+    because: str = ""
+
+
+def refresh_because(
+    *, extracting: bool, merging: bool, catalog_changed: bool, stale: str | None, automated: bool
+) -> str | None:
+    """Why the aggregates are refreshed now, or None. Under the daemon (``automated``) Dagster's automation refreshes
+    them after every extraction and merge, and the freshness sensor catches what it lets slip (``aggregates_missed``):
+    the planner asks only for a catalog change that runs nothing (a source removed, restored, moved or duplicated).
+    Without it (``atlas run``) every change counts, and so does an aggregate that would say something else if made now
+    (``aggregates_stale``)."""
+    if catalog_changed and not extracting:
+        return "the catalog changed (a source removed, restored, moved or duplicated)"
+    if automated:
+        return None
+    if extracting:
+        return "documents were extracted"
+    if merging:
+        return "review decisions were merged"
+    if catalog_changed:
+        return "the catalog changed"
+    return stale
+
+
+def plan_steps(
+    plan: RunPlan,
+    merges: Sequence[str] = (),
+    *,
+    catalog_changed: bool = False,
+    stale: str | None = None,
+    automated: bool,
+) -> list[Step]:
+    """The steps of one pass, in the order they are taken: the partitions to add and the documents to extract (from
+    ``plan_runs``), the reviews to merge (``reviews_to_merge``), and the aggregates when ``refresh_because`` says so."""
+    steps = []
+    if plan.new_partitions:
+        steps.append(Step(StepKind.ADD_PARTITIONS, tuple(plan.new_partitions), "not known to the instance yet"))
+    if plan.to_run:
+        steps.append(Step(StepKind.EXTRACT, tuple(plan.keys), "new, changed or never extracted with this version"))
+    if merges:
+        steps.append(Step(StepKind.MERGE_REVIEWS, tuple(merges), "decided on since their review was merged"))
+    why = refresh_because(
+        extracting=bool(plan.to_run),
+        merging=bool(merges),
+        catalog_changed=catalog_changed,
+        stale=stale,
+        automated=automated,
+    )
+    if why is not None:
+        steps.append(Step(StepKind.REFRESH_AGGREGATES, because=why))
+    return steps

@@ -32,19 +32,13 @@ import polars as pl
 from atlas_pipeline.core.conversions import ConversionError, log_ratio_from_ci, se_from_ci
 from atlas_pipeline.core.plausibility import as_number, entry_problems, value_problem
 from atlas_pipeline.core.templates import Template
+from atlas_pipeline.outputs.export_files import ESCALC_STEMS, EXCLUDED_STEM
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.review.decisions import value_text
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import export_path
 
-ARMS_STEM = "atlas_arms"
-EXCLUDED_STEM = "atlas_analysis_excluded"
-ESCALC_STEMS = {
-    "dichotomous": "atlas_escalc_dichotomous",
-    "continuous": "atlas_escalc_continuous",
-    "generic": "atlas_escalc_generic",
-}
 GROUP = "outcomes"
 ARMS = ("intervention", "comparator")
 RATIOS = frozenset({"RR", "OR", "HR"})

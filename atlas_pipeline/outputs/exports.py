@@ -17,9 +17,6 @@ from atlas_pipeline.core.templates import Template, TemplateField, TemplateModul
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.analysis_files import (
     ARMS_SCHEMA,
-    ARMS_STEM,
-    ESCALC_STEMS,
-    EXCLUDED_STEM,
     arm_rows,
     escalc_frames,
     escalc_rows,
@@ -27,10 +24,25 @@ from atlas_pipeline.outputs.analysis_files import (
     study_entries,
 )
 from atlas_pipeline.outputs.completion import TaskCompletion
-from atlas_pipeline.outputs.forest_plots import FOREST_FOLDER, forest_plots, forest_svg
-from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
+from atlas_pipeline.outputs.export_files import (
+    AGREEMENT_STEM,
+    APPROVED_STEM,
+    ARMS_STEM,
+    ESCALC_STEMS,
+    EXCLUDED_STEM,
+    EXPORT_STEM,
+    FIELDS_STEM,
+    FOREST_FOLDER,
+    FORMATS,
+    OUTCOMES_STEM,
+    QUALITY_STEM,
+    REVMAN_STEMS,
+    STUDIES_STEM,
+)
+from atlas_pipeline.outputs.forest_plots import forest_plots, forest_svg
+from atlas_pipeline.outputs.revman_files import revman_files
 from atlas_pipeline.outputs.study_labels import study_labels
-from atlas_pipeline.outputs.study_report import STUDIES_STEM, STUDY_SCHEMA, studies, studies_frame
+from atlas_pipeline.outputs.study_report import STUDY_SCHEMA, studies, studies_frame
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
@@ -38,19 +50,10 @@ from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.final_values import DocumentReview
 from atlas_pipeline.review.study_values import StudyChoice
 from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.layout import (
-    AGREEMENT_STEM,
-    APPROVED_STEM,
-    EXPORT_STEM,
-    FIELDS_STEM,
-    OUTCOMES_STEM,
-    QUALITY_STEM,
-    export_path,
-)
+from atlas_pipeline.store.layout import export_path
 from atlas_pipeline.store.records import ExtractionRecord
 
 LOG = logging.getLogger("atlas.exports")
-FORMATS = ("xlsx", "csv", "parquet", "jsonl")
 
 SCHEMA = {
     "document_key": pl.String,
@@ -461,15 +464,6 @@ def _encode(frame: pl.DataFrame, fmt: str, full_in: str = "") -> bytes:
     else:
         raise ValueError(f"unknown export format {fmt!r}")
     return buffer.getvalue()
-
-
-def export_files() -> list[str]:
-    """Every file ``write_exports`` writes, relative to the exports store."""
-    stems = (FIELDS_STEM, APPROVED_STEM, OUTCOMES_STEM, STUDIES_STEM, ARMS_STEM)
-    per_row = [export_path(stem, fmt) for stem in stems for fmt in FORMATS[1:]]
-    quality, agreement = export_path(QUALITY_STEM, "csv"), export_path(AGREEMENT_STEM, "csv")
-    analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values(), EXCLUDED_STEM)]
-    return [export_path(EXPORT_STEM, fmt) for fmt in FORMATS] + per_row + [quality, agreement] + analysis
 
 
 def _no_missing_sheet(problems: list[str]) -> bytes:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from atlas_pipeline.outputs.analysis_files import entry_key
 from atlas_pipeline.outputs.analysis_files import evidence_field as field_of_cell
 
-FOREST_FOLDER = "forest_plots"  # beside the exports: one <outcome>_<measure>.svg per plot
 RATIO_MEASURES = frozenset({"RR", "OR", "HR"})
 Z = 1.959964  # the 97.5th percentile of the normal distribution
 MEASURE_NAMES = {"RR": "risk ratio", "OR": "odds ratio", "HR": "hazard ratio", "MD": "mean difference"}

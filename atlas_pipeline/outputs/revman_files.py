@@ -37,17 +37,12 @@ from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import RATIOS, Entry, arm_rows, entry_key
+from atlas_pipeline.outputs.export_files import REVMAN_STEMS
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.outputs.workbook import neutralise_text
 from atlas_pipeline.read_model.document_state import DocumentState
 
-REVMAN_STEMS = {
-    "study_information": "atlas_revman_study_information",
-    "study_arms": "atlas_revman_study_arms",
-    "study_results": "atlas_revman_study_results",
-    "risk_of_bias": "atlas_revman_risk_of_bias",
-}
 CHARACTERISTICS = ("Methods", "Participants", "Interventions", "Outcomes", "Notes")
 STUDY_INFORMATION_COLUMNS = ("Study", "Year", "Data source", *(f"Char: {name}" for name in CHARACTERISTICS))
 STUDY_ARMS_COLUMNS = ("Study", "Arm", "Description", "Intervention")

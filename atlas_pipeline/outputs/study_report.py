@@ -19,7 +19,6 @@ from atlas_pipeline.review.decisions import value_text
 from atlas_pipeline.review.final_values import FinalField
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue, reconcile, report_fields
 
-STUDIES_STEM = "atlas_studies"
 STUDY_SCHEMA = {
     "study_id": pl.String,
     "field": pl.String,

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from atlas_pipeline.store.layout import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM, export_path
+from atlas_pipeline.outputs.export_files import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM
+from atlas_pipeline.store.layout import export_path
 
 CELL_LIMIT = 32_000  # below Excel's 32,767 and far below csv readers' field limits (Python's: 131,072)
 MAX_WIDTH = 60

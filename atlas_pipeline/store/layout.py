@@ -69,15 +69,6 @@ FINGERPRINTS = f"{DUPLICATES}/fingerprints"
 DUPLICATE_GROUPS_PATH = f"{DUPLICATES}/groups.json"
 DUPLICATE_SPLITS_PATH = f"{DUPLICATES}/splits.json"
 
-EXPORT_STEM = "atlas_documents"
-FIELDS_STEM = "atlas_fields"
-APPROVED_STEM = "atlas_approved"
-OUTCOMES_STEM = "atlas_outcomes"
-EVALUATION_STEM = "atlas_evaluation"
-QUALITY_STEM = "atlas_review_quality"
-AGREEMENT_STEM = "atlas_agreement"
-DUPLICATES_STEM = "atlas_duplicates"
-
 
 def snapshot_path(sha256: str) -> str:
     return f"{SNAPSHOTS}/{sha256[:2]}/{sha256}"

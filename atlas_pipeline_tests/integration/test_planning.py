@@ -15,9 +15,11 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import Catalog, CatalogEntry
 from atlas_pipeline.knowledge.planning import (
     AggregateFacts,
+    StepKind,
     aggregates_missed,
     aggregates_stale,
     plan_runs,
+    plan_steps,
     reviews_to_merge,
 )
 from atlas_pipeline.ops.instance import project_file
@@ -88,6 +90,36 @@ def test_the_plan_on_chosen_facts():
     assert named.keys == ["a", "b"] and named.unchanged == []  # named: cancelled ones run again
     forced = plan_runs(catalog, set(catalog.entries), facts, force=True)
     assert forced.keys == ["a", "b", "c", "d", "e"]
+
+
+def test_the_steps_of_a_pass_and_why_the_aggregates_follow():
+    """``plan_steps``: the same steps for both drivers, in the order they are taken; the aggregates refreshed for
+    every change without the daemon, for a catalog change that runs nothing under it (its automation does the rest)."""
+    catalog = _catalog("a", "b", "c")
+    plan = plan_runs(catalog, {"a"}, Facts(extracted={"a"}))
+    steps = plan_steps(plan, ["a"], automated=False)
+    assert [(step.kind, step.keys) for step in steps] == [
+        (StepKind.ADD_PARTITIONS, ("b", "c")),
+        (StepKind.EXTRACT, ("b", "c")),
+        (StepKind.MERGE_REVIEWS, ("a",)),
+        (StepKind.REFRESH_AGGREGATES, ()),
+    ]
+    assert steps[-1].because == "documents were extracted"
+    assert [step.kind for step in plan_steps(plan, ["a"], automated=True)] == [
+        StepKind.ADD_PARTITIONS,
+        StepKind.EXTRACT,
+        StepKind.MERGE_REVIEWS,
+    ]  # the automation refreshes them after the runs
+    nothing = plan_runs(catalog, set(catalog.entries), Facts(extracted={"a", "b", "c"}))
+    assert plan_steps(nothing, automated=False) == plan_steps(nothing, automated=True) == []
+    merged_only = plan_steps(nothing, ["b"], automated=False)
+    assert [step.kind for step in merged_only] == [StepKind.MERGE_REVIEWS, StepKind.REFRESH_AGGREGATES]
+    for automated in (False, True):  # a source removed: nothing to run, the exports must say it all the same
+        (refresh,) = plan_steps(nothing, catalog_changed=True, automated=automated)
+        assert refresh.because.startswith("the catalog changed")
+    (stale,) = plan_steps(nothing, stale="an export file is missing", automated=False)
+    assert stale.because == "an export file is missing"
+    assert plan_steps(nothing, stale="an export file is missing", automated=True) == []  # the freshness sensor's
 
 
 def test_the_review_sensor_and_atlas_run_merge_the_same_reviews(llm_server, knowledge_base, tmp_path):

@@ -6,7 +6,7 @@ from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.listing import KnowledgeBase
-from atlas_pipeline.outputs.exports import export_files
+from atlas_pipeline.outputs.export_files import export_files
 from atlas_pipeline.store.files import filesystem_for
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.corpus import corpus_file

@@ -56,3 +56,18 @@ def test_the_configuration_page_lists_every_setting_and_no_other():
         for variable in re.findall(r"^\| `(ATLAS_[A-Z0-9_]+)` \|", section, re.MULTILINE)
     }
     assert {row.variable: row.group for row in describe_settings()} == documented, "a setting under another group"
+
+
+def test_every_export_file_is_named_where_the_outputs_are_described():
+    """The registry of export files (``outputs.export_files``) and docs/how-it-works.md name the same files: a file
+    added to the exports is described, a file described is written."""
+    import re
+
+    from atlas_pipeline.outputs.export_files import EXPORTS
+
+    text = (PROJECT_ROOT / "docs" / "how-it-works.md").read_text()
+    while match := re.search(r"(\w*)\{([\w,]+)\}", text):  # atlas_escalc_{dichotomous,continuous} → each name
+        names = " <exports>/".join(match.group(1) + part for part in match.group(2).split(","))
+        text = text[: match.start()] + names + text[match.end() :]
+    named = set(re.findall(r"<exports>/(atlas_\w+)", text))
+    assert named == {file.stem for file in EXPORTS}

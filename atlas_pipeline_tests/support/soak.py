@@ -19,10 +19,11 @@ import pymupdf
 
 from atlas_pipeline.defs.document_runs import WAITING_OR_RUNNING
 from atlas_pipeline.ops.instance import project_file
+from atlas_pipeline.outputs.export_files import FIELDS_STEM
 from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline.sources.state import load_state
 from atlas_pipeline.store.files import Store
-from atlas_pipeline.store.layout import FIELDS_STEM, export_path
+from atlas_pipeline.store.layout import export_path
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.servers.processes import dagster_daemon, feed_site, watched_folder_env
 

@@ -13,8 +13,8 @@ from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.outputs.export_files import EXPORT_STEM, FIELDS_STEM
 from atlas_pipeline.store.files import Store, filesystem_for
-from atlas_pipeline.store.layout import EXPORT_STEM, FIELDS_STEM
 from atlas_pipeline.store.records import ParseRecord, read_record
 from atlas_pipeline_tests.servers.processes import S3_CREDENTIALS, create_database, local_env
 from atlas_pipeline_tests.support.corpus import copy_into

@@ -16,8 +16,9 @@ import pytest
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.templates import load_template
 from atlas_pipeline.outputs.analysis_files import escalc_frames, escalc_rows, study_entries
+from atlas_pipeline.outputs.export_files import REVMAN_STEMS
 from atlas_pipeline.outputs.forest_plots import dersimonian_laird, forest_plots, forest_svg, log_risk_ratio
-from atlas_pipeline.outputs.revman_files import REVMAN_STEMS, revman_files
+from atlas_pipeline.outputs.revman_files import revman_files
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline_tests.support.records import accepted_report

@@ -7,12 +7,8 @@ from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import load_template
 from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
-from atlas_pipeline.outputs.revman_files import (
-    REVMAN_STEMS,
-    STUDY_ARMS_COLUMNS,
-    csv_bytes,
-    revman_files,
-)
+from atlas_pipeline.outputs.export_files import REVMAN_STEMS
+from atlas_pipeline.outputs.revman_files import STUDY_ARMS_COLUMNS, csv_bytes, revman_files
 from atlas_pipeline.outputs.study_labels import study_labels, surname_of
 from atlas_pipeline.outputs.study_report import Study, studies
 from atlas_pipeline.read_model.document_state import DocumentState
