@@ -24,15 +24,10 @@ from atlas_pipeline.ops.event_log import enable_event_batching
 from atlas_pipeline.ops.executors import build_executor
 
 
-def extraction_code_version(settings: AtlasSettings) -> str:
-    """The extraction version's tag (``extraction.version``): a change makes existing extractions stale."""
-    return Deployment.from_settings(settings).extraction_version().tag
-
-
 def build_definitions(settings: AtlasSettings | Deployment) -> dg.Definitions:
     """The definitions of one deployment: the settings are read here, once, into the ``Deployment`` that every
     sensor, asset and check is given (the ``defs`` floor never reads a setting itself)."""
-    deployment = settings if isinstance(settings, Deployment) else Deployment.from_settings(settings)
+    deployment = Deployment.of(settings)
     version = deployment.extraction_version().tag
     gold, executor = deployment.gold(), deployment.executor()
     return dg.Definitions(

@@ -56,7 +56,6 @@ class ReviewPolicy:
     reviewer: str
     inbox: str
     workbook_max_rows: int = 100_000
-    logins_required: bool = False  # a workbook's author must be a review-page login
     extractors: int = 1  # people who extract each document independently
     hide_model_values: bool = False  # an extractor's pass is blind to the model's values too
 
@@ -371,7 +370,7 @@ class Deployment:
         return LLMClient(config, cache, price=table.price_of(config.model), currency=table.currency)
 
     def batch_queue(self, store: Store) -> BatchQueue:
-        """The Batch API queue kept in the artifact store (``extraction.batches``)."""
+        """The Batch API queue kept in the artifact store (``extraction.llm.batch``)."""
         from atlas_pipeline.extraction.llm.batch import BatchQueue
 
         return BatchQueue(store, self.settings.llm_batch_deadline_hours)
@@ -379,8 +378,7 @@ class Deployment:
     # the review group
 
     def review_policy(self) -> ReviewPolicy:
-        from atlas_pipeline.review.accounts import logins_required
-
+        """The settings alone (nothing read): asked for per document, per tick and per page."""
         settings = self.settings
         return ReviewPolicy(
             settings.accepted_tiers,
@@ -388,7 +386,6 @@ class Deployment:
             settings.reviewer,
             settings.review_inbox,
             settings.review_workbook_max_rows,
-            logins_required(settings.review_users, settings.review_auth_header),
             settings.review_extractors,
             settings.review_hide_model_values,
         )
@@ -407,9 +404,10 @@ class Deployment:
     def import_review_inbox(self) -> Iterator[ImportReport]:
         """Take in the reviewed workbooks dropped into the review inbox (``ATLAS_REVIEW_INBOX``; none: nothing), a
         report per workbook — what the review sensor and ``atlas run`` both do."""
+        from atlas_pipeline.review.accounts import logins_required
         from atlas_pipeline.review.workbook_import import import_inbox  # polars' xlsx reader: only when asked
 
-        policy = self.review_policy()
+        policy, access = self.review_policy(), self.page_access()
         if not policy.inbox:
             return
         yield from import_inbox(
@@ -420,7 +418,7 @@ class Deployment:
             self.derivations(),
             policy.accepted_tiers,
             policy.workbook_max_rows,
-            authors_required=policy.logins_required,
+            authors_required=logins_required(access.users_file, access.auth_header),  # read now: a login added counts
         )
 
     def accepted_tiers(self) -> frozenset[str]:

@@ -117,7 +117,7 @@ def _names(code: types.CodeType) -> set[str]:
 
 @pytest.fixture(autouse=True)
 def _own_llm_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test its own LLM request gate (extraction.gate): a window one test halved never slows another; and no
+    """Each test its own LLM request gate (extraction.llm.gate): a window one test halved never slows another; and no
     review folder of the developer's shell (``ATLAS_REVIEW``) under the tests."""
     monkeypatch.setenv("ATLAS_LLM_GATE_DIR", str(tmp_path / "llm-gate"))
     monkeypatch.delenv("ATLAS_REVIEW", raising=False)

@@ -19,6 +19,7 @@ def command_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from atlas_pipeline.core.clock import now_iso
+    from atlas_pipeline.core.errors import AtlasError
     from atlas_pipeline.definitions import build_definitions
     from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, EVALUATION_ASSET_NAME
     from atlas_pipeline.defs.partitions import documents_partitions
@@ -73,10 +74,6 @@ def command_run(args: argparse.Namespace) -> int:
         batch_mode = settings.llm_batch and atlas.mode(rule) == "llm" and not args.estimate
         if batch_mode:  # answers that arrived: their documents are `waiting`, so they run below and are graded
             batch_tick(settings, store, "start")
-        if not args.estimate:  # reviewed workbooks, as the review sensor takes them in: first, so their decisions
-            # are recorded on the extraction the workbook showed, before this run may make another
-            for report in atlas.import_review_inbox():
-                print(f"review inbox: {report.summary()}")
         existing = set(instance.get_dynamic_partitions(documents_partitions.name))
         facts = InstanceFacts(instance, store, atlas.extraction_version().tag)
         plan = plan_runs(scan.catalog, existing, facts, only=set(args.only or ()) or None, force=args.force)
@@ -86,6 +83,13 @@ def command_run(args: argparse.Namespace) -> int:
             if gone:
                 return _no_such_document(gone, {entry.key for entry in entries}, settings.knowledge_base)
             entries = [entry for entry in entries if entry.key in set(args.only)]
+        if not args.estimate:  # reviewed workbooks, as the review sensor takes them in: before any extraction, so
+            # their decisions are recorded on the extraction the workbook showed, before this run may make another
+            try:
+                for report in atlas.import_review_inbox():
+                    print(f"review inbox: {report.summary()}")
+            except (AtlasError, OSError) as error:  # an inbox that cannot be read stops nothing else
+                print(f"review inbox {atlas.review_policy().inbox}: not read: {error}", file=sys.stderr)
         keys, unchanged = plan.keys, plan.unchanged
         if plan.cancelled:  # a person cancelled these: they run when named
             print(f"{len(plan.cancelled)} cancelled document(s) left alone (`atlas run --only KEY` runs one again)")
@@ -195,6 +199,7 @@ def _extract(keys, args, defs, instance, batch, store, atlas, seconds_each) -> i
     from atlas_pipeline.ops.runs import RunStopped, run_documents, stop_on_signals
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
+    stopped = False
     with stop_on_signals() as received:
         try:
             for number, (key, success, seconds) in enumerate(
@@ -211,15 +216,17 @@ def _extract(keys, args, defs, instance, batch, store, atlas, seconds_each) -> i
                 print(f"[{number}/{len(keys)}] {key}: {outcome} ({seconds:.1f} s)", flush=True)
                 seconds_each.append(seconds)
         except (KeyboardInterrupt, RunStopped):
-            states = document_states(instance, atlas)
-            left = [s for s in states if s.status not in TERMINAL]
-            print(
-                f"\nstopped: {len(left)} document(s) not done stay pending (none is left extracting); "
-                "run `atlas run` again to continue",
-                flush=True,
-            )
-            return received.get("signal", signal.SIGINT)
-    return None
+            stopped = True
+    if not stopped:
+        return None
+    # said once the signal handlers are the process's own again: a second signal now ends it as signals do
+    left = [state for state in document_states(instance, atlas) if state.status not in TERMINAL]
+    print(
+        f"\nstopped: {len(left)} document(s) not done stay pending (none is left extracting); "
+        "run `atlas run` again to continue",
+        flush=True,
+    )
+    return received.get("signal", signal.SIGINT)
 
 
 def _send_batch(settings, store, keys: list[str]) -> None:
@@ -238,7 +245,7 @@ def _send_batch(settings, store, keys: list[str]) -> None:
 
 
 def print_exports(exports, by_hand: bool) -> None:
-    """Where the exports are, each file with what it holds (``outputs.export_files``)."""
+    """Where the exports are (``outputs.export_files``), the files a person opens first."""
     from atlas_pipeline.outputs.export_files import (
         APPROVED,
         ARMS,
@@ -246,7 +253,6 @@ def print_exports(exports, by_hand: bool) -> None:
         ESCALC,
         FIELDS,
         FOREST_FOLDER,
-        OUTCOMES,
         REVMAN,
         STUDIES,
     )
@@ -254,16 +260,21 @@ def print_exports(exports, by_hand: bool) -> None:
     print("exports:")
     for fmt in DOCUMENTS.formats:
         print(f"  {fmt:<8} {exports.url(DOCUMENTS.path(fmt))}")
-    for file in (FIELDS, APPROVED, OUTCOMES, STUDIES, ARMS):
-        holds = "one row per field to extract by hand" if file is FIELDS and by_hand else file.holds
-        print(f"  {holds}: {exports.url(file.path())} (and {', '.join(file.formats[1:])})")
-    for files, what in ((ESCALC, "metafor's escalc input (each study once)"), (REVMAN, "RevMan Web's import")):
-        first, *others = files  # the parts' names are the ends of their stems
-        more = ", ".join(f"_{part}" for part in others)
-        print(f"  {what}: {exports.url(files[first].path())} (and {more})")
+    rows = "one row per field to extract by hand" if by_hand else "one row per extracted field"
+    for fmt in FIELDS.formats:
+        print(f"  {fmt:<8} {exports.url(FIELDS.path(fmt))} ({rows})")
+    print(f"  approved values (one typed row per approved document): {exports.url(APPROVED.path())}")
+    print(f"  studies (each trial's values reconciled across its reports): {exports.url(STUDIES.path())}")
+    print(f"  meta-analysis (final values only): {exports.url(ARMS.path())} (one row per arm),")
+    first, *others = ESCALC  # the kinds' names are the ends of their stems
+    more = ", ".join(f"_{kind}" for kind in others)
+    print(f"           {exports.url(ESCALC[first].path())} (and {more}: R's escalc reads them as they are),")
     if exports.files(FOREST_FOLDER):
-        print(f"  a forest plot per outcome: {exports.url(FOREST_FOLDER)}/")
-    print("  — docs/analysis.md")
+        print(f"           {exports.url(FOREST_FOLDER)}/ (a forest plot per outcome),")
+    first, *others = REVMAN
+    more = ", ".join(f"_{part}" for part in others)
+    print(f"           {exports.url(REVMAN[first].path())} (and {more}: RevMan Web's import)")
+    print("           — docs/analysis.md")
 
 
 def _no_such_document(unknown: list[str], known: set[str], knowledge_base: str) -> int:

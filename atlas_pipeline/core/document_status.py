@@ -35,7 +35,8 @@ class ExtractionFacts:
     retryable: bool = False  # failed for a reason outside the document
     version: str = ""  # the extraction version's tag it was made with
     version_changes: tuple[str, ...] = ()  # what differs from the version now (for the reason)
-    kept_from: str = ""  # the latest did not go through: the date of the extraction whose values stay shown
+    kept: bool = False  # the latest did not go through: an earlier extraction's values stay shown
+    kept_from: str = ""  # that extraction's date, for the reason
     approval: str = ""  # every value settled (a person or the policy): the review's summary; "" otherwise
 
 
@@ -84,7 +85,7 @@ def _before_cancellation(run: RunFacts, extraction: ExtractionFacts | None, vers
             f"stale: extracted with version {extraction.version or 'unknown'}, now {version} ({changed} changed); "
             "re-extraction pending"
         )
-    if extraction.kept_from:
+    if extraction.kept:
         reason += f"; the values of its extraction of {extraction.kept_from} and their decisions stay"
     elif extraction.approval and not stale:  # a failure is never hidden by approval
         status, reason = DocumentStatus.APPROVED, extraction.approval

@@ -6,7 +6,8 @@ from enum import StrEnum
 
 
 class Stage(StrEnum):
-    """The stage that ended a document's way (written by the stage itself on its record, never read from a reason)."""
+    """The stage that ended a document's way, written by the stage itself on its record (a record made before the
+    stage was kept is read once, where records are read: ``store.records.legacy_stage``)."""
 
     SNAPSHOT = "snapshot"  # the file could not be kept (unsupported, locked, unreadable, gone)
     PARSE = "parse"  # its text could not be read (a broken PDF, a parsing provider that failed)

@@ -19,7 +19,7 @@ from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreemen
 from atlas_pipeline.outputs.analysis_files import excluded_markdown, read_excluded
 from atlas_pipeline.outputs.completion import quality_table, summarise
 from atlas_pipeline.outputs.evaluation import evaluate_gold
-from atlas_pipeline.outputs.export_files import EVALUATION_STEM
+from atlas_pipeline.outputs.export_files import EVALUATION_STEM, EXCLUDED
 from atlas_pipeline.outputs.exports import write_exports
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.search.refresh import refresh_index
@@ -140,7 +140,7 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template, load_choices(store))
     excluded = read_excluded(atlas.deployment.exports_store())
     if excluded:
-        context.log.warning(f"{len(excluded)} value(s) left out of the analysis files: see atlas_analysis_excluded.csv")
+        context.log.warning(f"{len(excluded)} value(s) left out of the analysis files: see {EXCLUDED.path()}")
     for path, reason in paths.not_written.items():
         context.log.error(f"{path} not written: {reason}")
     return dg.MaterializeResult(

@@ -266,7 +266,7 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         check_specs=EXTRACTION_CHECKS,
         can_subset=True,  # batched runs (a partition range) leave the checks out and log them per partition
         # no pool: a step holds any number of requests (a batch, chunks) or none (cached); the endpoint's gate
-        # (extraction.gate, ATLAS_LLM_CONCURRENCY) counts the requests themselves, across every run and process
+        # (extraction.llm.gate, ATLAS_LLM_CONCURRENCY) counts the requests themselves, across every run and process
         name="document_extraction",
     )
     def document_extraction(context: dg.AssetExecutionContext, atlas: AtlasResource):

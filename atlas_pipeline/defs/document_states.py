@@ -1,4 +1,5 @@
-"""Where each known document stands, read from the Dagster instance (partition statuses) and the small records.
+"""What the Dagster instance says of the documents (partition statuses, failures, cancellations), read for the
+document read model (``read_model.states``), which weighs them with the documents' own records.
 
 Partitions are never loaded through an IO manager: missing or failed partitions are exactly what must be counted.
 """
@@ -160,9 +161,11 @@ _RUN_SCANS: dict[str, tuple[float, list[DocumentState]]] = {}  # the latest run'
 
 
 def states_of_run(context: dg.AssetExecutionContext, deployment: Deployment) -> tuple[float, list[DocumentState]]:
-    """When the documents were read, and where they stand — read once per run and shared by the aggregates that run
-    in it (task completion, the exports, the search index), so that they say the same thing and a refresh reads
-    every document once, not three times. The aggregates do not change the states they are given."""
+    """When the documents were read, and where they stand — read once per run and process, and shared by the
+    aggregates that run in it (task completion, the exports, the search index): with the default in-process executor
+    they say the same thing and a refresh reads every document once, not three times (an executor that runs each step
+    in a process of its own reads them per step, as before). The aggregates do not change the states they are
+    given."""
     kept = _RUN_SCANS.get(context.run_id)
     if kept is None:
         read_at = time.time()
@@ -194,7 +197,7 @@ def collect_document_states(
     keys = list(only) if only is not None else known_keys(instance, catalog)
     read = facts(keys) if facts is not None else partition_facts(instance, store, keys)
     runs = {key: read.run_facts(key) for key in keys}
-    return build_states(store, catalog, runs, version, accepted_tiers, derivations)
+    return build_states(store, catalog, runs, version, accepted_tiers, derivations, every_document=only is None)
 
 
 def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry], version: str) -> set[str]:

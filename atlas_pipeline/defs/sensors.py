@@ -151,7 +151,7 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
     )
     def review_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
         deployment = atlas.deployment
-        store, inbox = deployment.store(), deployment.review_policy().inbox
+        store, inbox = deployment.store(), deployment.review_policy().inbox  # settings alone: nothing read yet
         try:
             for report in deployment.import_review_inbox():
                 context.log.info(f"review inbox: {report.summary()}")

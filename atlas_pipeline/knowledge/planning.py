@@ -210,8 +210,6 @@ def refresh_because(
         return "documents were extracted"
     if merging:
         return "review decisions were merged"
-    if catalog_changed:
-        return "the catalog changed"
     return stale
 
 

@@ -48,7 +48,7 @@ REVMAN = {
 }
 EXCLUDED = ExportFile("atlas_analysis_excluded", ("csv",), "values left out of the analysis files, with the reason")
 QUALITY = ExportFile("atlas_review_quality", ("csv",), "how often reviewers kept the model's value, per field and tier")
-AGREEMENT = ExportFile("atlas_agreement", ("csv",), "agreement per field: model A vs B, model vs person, reviewers")
+AGREEMENT = ExportFile("atlas_agreement", ("csv",), "agreement per field (model A vs B, model vs person, reviewers)")
 EVALUATION = ExportFile("atlas_evaluation", ("md",), "accuracy against the gold file (ATLAS_GOLD)", always=False)
 FOREST_FOLDER = "forest_plots"  # beside the exports: one <outcome>_<measure>.svg per plot
 

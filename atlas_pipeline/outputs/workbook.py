@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from atlas_pipeline.outputs.export_files import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM
+from atlas_pipeline.outputs.export_files import APPROVED_STEM, EXPORT_STEM, FIELDS_STEM, STUDIES
 from atlas_pipeline.store.layout import export_path
 
 CELL_LIMIT = 32_000  # below Excel's 32,767 and far below csv readers' field limits (Python's: 131,072)
@@ -256,7 +256,7 @@ def workbook_bytes(
         if studies is not None:
             sheets.table(
                 "studies",
-                truncate_for_cells(studies, "atlas_studies.parquet / .jsonl"),
+                truncate_for_cells(studies, f"{STUDIES.path('parquet')} / .jsonl"),
                 row_rules=[("state", '="conflict"', FLAG_FILL)],
                 empty_note="No study values yet: they are the reports' accepted values, reconciled.",
             )

@@ -21,7 +21,7 @@ from atlas_pipeline.review.final_values import DocumentReview, current_review
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
-MARKS_READ_ONE_BY_ONE = 50  # up to this many documents, each one's decision marks are read alone; beyond, all at once
+MARKS_READ_ONE_BY_ONE = 50  # up to this many documents asked for, each one's decision marks are read alone
 
 
 def build_states(
@@ -31,15 +31,17 @@ def build_states(
     version: ExtractionVersion | None = None,
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
     derivations: Derivations | None = None,
+    every_document: bool = False,
 ) -> list[DocumentState]:
-    """One state per document of ``facts`` (in its order).
+    """One state per document of ``facts`` (in its order; ``every_document``: they are all the known documents).
 
     An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
     mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
     exports, so two versions are never mixed."""
     keys = list(facts)
     duplicates = load_groups(store).duplicate_of
-    marks = decision_marks(store) if len(keys) > MARKS_READ_ONE_BY_ONE else decision_marks(store, keys)
+    one_by_one = not every_document and len(keys) <= MARKS_READ_ONE_BY_ONE
+    marks = decision_marks(store, keys) if one_by_one else decision_marks(store)
     states = [
         _state(store, key, catalog, facts[key], version, accepted_tiers, derivations, marks.get(key, ""))
         for key in keys
@@ -92,7 +94,7 @@ def _state(
         kept = values_record(store, key, latest)
         if kept is not latest:  # the latest did not go through: the last one that did stays shown
             state.extraction = kept
-            facts = replace(facts, kept_from=kept.extracted_at[:10])
+            facts = replace(facts, kept=True, kept_from=kept.extracted_at[:10])
         # decisions made since the last merge show at once (the page, `atlas run`)
         state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark)
         review = state.current_review
@@ -100,4 +102,5 @@ def _state(
             facts = replace(facts, approval=review.summary())
     status = status_of(run, facts, version.tag if version else None)
     state.status, state.reason, state.outside = status.status, status.reason, status.outside
+    state.stale = status.stale  # the rule the review above was chosen on (``is_stale``)
     return state

@@ -135,8 +135,7 @@ def _one_at_a_time(work: Coroutine[Any, Any, Response]) -> Response:
 def create_app(
     deployment: Deployment, instance: Callable[[], dg.DagsterInstance] | None = None, host: str = "127.0.0.1"
 ) -> Starlette:
-    """The review page's ASGI app over one deployment (its settings are taken too, made a Deployment here;
-    ``instance``: how to reach the Dagster instance; default
+    """The review page's ASGI app over one deployment (``instance``: how to reach the Dagster instance; default
     ``DagsterInstance.get()`` from DAGSTER_HOME, opened once; ``host``: the address it listens on — beyond this
     machine it answers only while people log in)."""
     cached: list[dg.DagsterInstance] = []
@@ -146,7 +145,6 @@ def create_app(
             cached.append(dg.DagsterInstance.get())
         return cached[0]
 
-    deployment = Deployment.of(deployment)
     hosts = trusted_hosts(deployment.page_access().trusted_hosts)  # no DNS rebinding
     app = Starlette(
         middleware=[

@@ -46,8 +46,8 @@ def document_key_or_404(request: Request) -> str | Response:
 
 
 def quote_evidence(page: ReviewPage, key: str, quote: Any, on_page: Any, words: Any) -> dict[str, Any]:
-    """A person's quote as ``decide`` takes it (a field's or a grid cell's): words selected on a page graded on
-    themselves and recorded with their places, a typed (or edited) quote found in the document's text
+    """A person's quote as a ``DecisionRequest`` takes it (a field's or a grid cell's): words selected on a page
+    graded on themselves and recorded with their places, a typed (or edited) quote found in the document's text
     (``review.person_quotes``); nothing when no quote was given."""
     quote = str(quote or "").strip()
     if not quote:

@@ -33,12 +33,8 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     duplicates/groups.json                         documents recognised as one work: canonical, members, evidence
     duplicates/splits.json                         groups a person split (kept: a decision, never derived)
 
-The export store (``ATLAS_EXPORTS``): ``atlas_documents.{xlsx,csv,parquet,jsonl}`` (one row per document),
-``atlas_fields.{csv,parquet,jsonl}`` (one row per extracted field, final value and provenance beside the model's),
-``atlas_approved.{csv,parquet,jsonl}`` (approved documents only, one typed column per field),
-``atlas_outcomes.{csv,parquet,jsonl}`` (one row per document × outcome entry), ``atlas_evaluation.md`` (accuracy
-against a gold file, when one is configured) and
-``atlas_review_quality.csv`` (per field and tier: how often reviewers kept the model's value).
+The export store (``ATLAS_EXPORTS``) holds the files named in ``outputs.export_files`` (``export_path`` here places
+them).
 
 Paths are relative to their store, so records keep working when a store moves (``atlas migrate``).
 """

@@ -7,6 +7,7 @@ import urllib.parse
 
 import polars as pl
 
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline_tests.support.by_hand import processed_by_hand
 from atlas_pipeline_tests.support.helpers import http_request, serve
@@ -45,7 +46,7 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
     assert record.mode == "skip" and all(v["tier"] == "not_extracted" for v in record.values().values())
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}
 
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         status, page = http_request(f"{site}/documents/{KEY}?field=age_control")
         assert status == 200 and "Nothing to review" not in page and 'id="by-hand-note"' in page
         assert 'id="approve"' not in page  # nothing a model gave to approve

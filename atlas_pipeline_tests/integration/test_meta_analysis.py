@@ -246,7 +246,10 @@ def test_the_forest_plot_in_the_browser_links_each_study_to_its_derived_evidence
     from atlas_pipeline.review_page.app import create_app
 
     atlas, _ = derived_run
-    with serve(create_app(atlas.settings, instance=lambda: instance)) as site, browser_page() as page:
+    with (
+        serve(create_app(atlas, instance=lambda: instance)) as site,
+        browser_page() as page,
+    ):
         page.goto(f"{site}/analysis")
         plots = page.locator("section.forest")
         assert plots.count() == 2

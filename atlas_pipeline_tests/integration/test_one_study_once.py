@@ -16,6 +16,7 @@ import dagster as dg
 import polars as pl
 
 from atlas_pipeline.core.clock import now_stamp
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.outputs.analysis_files import read_escalc
 from atlas_pipeline.outputs.forest_plots import forest_plots
 from atlas_pipeline.review.decisions import decision_file, load_decisions
@@ -67,7 +68,7 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
     settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
     defs = processed_in_skip_mode(knowledge_base, settings, atlas, instance, [f"rct/{PDF}", f"rct_jats/{JATS}"])
 
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         shown = {}
         for key in (PDF, JATS):
             record = read_record(atlas.store(), key, "extraction", ExtractionRecord)
@@ -180,7 +181,9 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
     exported = instance.get_latest_materialization_event(dg.AssetKey("extraction_exports")).asset_materialization
     assert exported.metadata["analysis_values_left_out"].value >= 2
     assert exported.metadata["files_not_written"].value == {}
-    with serve(create_app(settings, instance=lambda: instance)) as site:  # the Analysis tab answers all the same
+    with serve(
+        create_app(Deployment.from_settings(settings), instance=lambda: instance)
+    ) as site:  # the Analysis tab answers all the same
         status, page = http_request(f"{site}/analysis")
         assert status == 200 and "beyond any plausible sd_intervention" in page
 

@@ -272,7 +272,7 @@ def test_a_reviewer_adds_an_outcome_the_model_missed_and_deletes_a_wrong_one(llm
     llm_server.script({"content": _answer(outcomes=[DURATION, ANEMIA])})
     _, record = run()
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}
-    with serve(create_app(run.settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(run.settings), instance=lambda: instance)) as site:
         page = http_request(f"{site}/documents/{KEY}")[1]
         assert 'id="entry-outcomes-2"' in page and 'id="entry-outcomes-new"' in page  # the grid: entries, a new row
         added = {

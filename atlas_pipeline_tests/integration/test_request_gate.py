@@ -1,4 +1,4 @@
-"""LLM requests in flight, with manners (``extraction.gate``): a limit that holds across processes, a 429 or
+"""LLM requests in flight, with manners (``extraction.llm.gate``): a limit that holds across processes, a 429 or
 ``Retry-After`` that slows every sender at once (the window halves, then grows back by one a window of answers),
 requests- and tokens-per-minute budgets, and a killed sender that gives its slot back. Against the scripted
 OpenAI-compatible server, which counts the requests it answers at once."""

@@ -366,7 +366,7 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
 
     llm_server.script({"content": answer()})
     _, record = run()
-    with serve(create_app(run.settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(run.settings), instance=lambda: instance)) as site:
         status, page = http_request(f"{site}/documents/{KEY}?field=n_control")
         assert status == 200 and "30 were given colored and flavored water" in page and 'class="highlight"' in page
         listing = (
@@ -417,7 +417,7 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
         body, headers = multipart("documents", ".hidden.pdf", b"%PDF-1.4")
         assert "is not a document file name" in http_request(f"{site}/upload", body, headers)[1]
     listed = run.settings.model_copy(update={"trusted_hosts": "Review.Lab.example, "})  # ATLAS_TRUSTED_HOSTS
-    with serve(create_app(listed, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(listed), instance=lambda: instance)) as site:
         assert http_request(f"{site}/", headers={"Host": "review.lab.example:3001"})[0] == 200
         assert http_request(f"{site}/", headers={"Host": "attacker.example"})[0] == 400
 

@@ -6,6 +6,7 @@ import subprocess
 import urllib.parse
 import urllib.request
 
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.accounts import AccountError, add_account, authenticate, load_accounts, password_matches
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline_tests.support.by_hand import processed_by_hand
@@ -66,7 +67,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
         [str(BIN / "atlas"), "review", "--host", "0.0.0.0", "--port", "1"], env=env, capture_output=True, text=True
     )
     assert refused.returncode == 2 and "only with authentication" in refused.stderr
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         assert http_request(f"{site}/")[0] == 200
 
     for name, role in (("Ana Lima", "extractor"), ("Dan", "adjudicator")):
@@ -81,7 +82,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
     listed = subprocess.run([str(BIN / "atlas"), "users"], env=env, capture_output=True, text=True).stdout
     assert "Ana Lima\textractor\tpassword" in listed and "Dan\tadjudicator" in listed
 
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         request = urllib.request.Request(f"{site}/documents/{KEY}")
         urllib.request.build_opener(NoRedirect).open(request, timeout=30).close()
         assert NoRedirect.last.status == 303 and NoRedirect.last.headers["location"].startswith("/login?next=")
@@ -135,7 +136,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
     # serving the network: once the last account is gone the page answers nothing (never open to anyone)
     for name in ("Ana Lima", "Dan"):
         subprocess.run([str(BIN / "atlas"), "users", "remove", name], env=env, capture_output=True, check=True)
-    with serve(create_app(settings, instance=lambda: instance, host="0.0.0.0")) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance, host="0.0.0.0")) as site:
         status, body = http_request(f"{site}/")
         assert status == 503 and "has no accounts" in body
     proxied_env = {**env, "ATLAS_REVIEW_AUTH_HEADER": "X-Forwarded-User"}
@@ -148,7 +149,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
     assert refused.returncode == 2 and "listens on 127.0.0.1 and the proxy forwards to it" in refused.stderr
 
     proxied = settings.model_copy(update={"review_auth_header": "X-Forwarded-User"})
-    with serve(create_app(proxied, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(proxied), instance=lambda: instance)) as site:
         assert (
             _post(f"{site}/documents/{KEY}/fields/age_control", {**shown, "action": "correct", "value": "11"})[0] == 401
         )

@@ -11,6 +11,7 @@ from email.message import Message
 
 import pytest
 
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.accounts import add_account, load_accounts
 from atlas_pipeline_tests.support.helpers import serve
 
@@ -57,7 +58,7 @@ def page_for(knowledge_base, settings_for, instance, monkeypatch):
         settings = settings_for(knowledge_base, **extra)
         for name in {"Ana Lima", "Dan"} - set(load_accounts(settings.review_users)):
             add_account(settings.review_users, name, "extractor", PASSWORD)
-        app = review_app.create_app(settings, instance=lambda: instance)
+        app = review_app.create_app(Deployment.from_settings(settings), instance=lambda: instance)
         if clock is not None:
             app.state.page.sessions.guard.clock = clock
         return app, checks
@@ -161,7 +162,7 @@ def test_cookies_are_secure_beyond_loopback(page_for, knowledge_base, settings_f
     open_page = settings_for(knowledge_base, trusted_hosts="review.example.org", review_users="")
     from atlas_pipeline.review_page.app import create_app
 
-    with serve(create_app(open_page, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(open_page), instance=lambda: instance)) as site:
         _, headers, _ = _post(site, "/reviewer", {"reviewer": "Ana"}, {"Host": "review.example.org"})
         assert headers["Set-Cookie"].startswith("atlas_reviewer=") and "; secure" in headers["Set-Cookie"].lower()
         _, headers, _ = _post(site, "/reviewer", {"reviewer": "Ana"})

@@ -13,6 +13,7 @@ import pytest
 from atlas_pipeline.config.settings import PROJECT_ROOT
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG
 from atlas_pipeline.review_page.app import create_app
@@ -107,7 +108,7 @@ def test_values_are_searchable_by_field_and_on_the_review_page(run, llm_server, 
         hits = index.search("grape juice", field="treatment_name")
         assert [(h.key, h.field) for h in hits] == [(KEY, "treatment_name")]
         assert index.search("grape juice", field="control_name") == []
-    with serve(create_app(run.settings, instance=lambda: instance)) as url:
+    with serve(create_app(Deployment.from_settings(run.settings), instance=lambda: instance)) as url:
         status, page = http_request(f"{url}/search?q=grape+juice")
         assert status == 200 and f'href="/documents/{KEY}"' in page and "<mark>" in page
         status, page = http_request(f"{url}/search?q=alert+flavored")  # a value holding markup, and the query

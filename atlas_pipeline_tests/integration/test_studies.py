@@ -8,6 +8,7 @@ import urllib.parse
 import polars as pl
 
 from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.by_hand import processed_in_skip_mode
 from atlas_pipeline_tests.support.helpers import http_request, serve
@@ -29,7 +30,7 @@ def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, sett
     assert states[PDF].study_id == states[JATS].study_id == STUDY  # the registration both name
     assert states[JATS].parse.authors[0] == "Birinder S Cheema" and states[JATS].parse.year == 2013
 
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         for key, n_treatment in ((PDF, "18"), (JATS, "19")):
             record = read_record(atlas.store(), key, "extraction", ExtractionRecord)
             shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}

@@ -62,7 +62,7 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
     assert "1 document(s) of 1 study(ies) shared out among Ana, Ben, Carla" in shared.stdout
     assert load_assignments(store)[KEY].extractors == ("Ana", "Ben")
 
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         ana, ben, carla, dan = (session_cookie(site, name, PASSWORD)[1] for name in ("Ana", "Ben", "Carla", "Dan"))
         n_control = f"{site}/documents/{KEY}/fields/n_control"
         form = {"action": "assign", "key": KEY, "extractor": ["Ana", "Ben"]}  # the adjudicator shares out by hand

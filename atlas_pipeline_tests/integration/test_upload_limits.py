@@ -7,13 +7,14 @@ from __future__ import annotations
 import resource
 import urllib.parse
 
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review_page.app import create_app
 from atlas_pipeline_tests.support.helpers import http_request, multipart, serve
 
 
 def test_a_large_upload_is_refused_in_bounded_memory(knowledge_base, settings_for, instance):
     settings = settings_for(knowledge_base, max_document_mb="5")
-    with serve(create_app(settings, instance=lambda: instance)) as site:
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         body, headers = multipart("documents", "big.pdf", b"%PDF-1.4\n" + bytes(60 << 20))  # 60 MB
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         status, page = http_request(f"{site}/upload", body, headers)

@@ -11,6 +11,7 @@ import zipfile
 
 import polars as pl
 
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.workbook_import import LISTED_ROWS, check_workbook, import_inbox, import_workbook
 from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.servers.processes import local_env
@@ -111,7 +112,7 @@ def test_a_million_row_workbook_is_refused_in_bounded_memory_while_the_page_answ
     assert len(data) < 12_000_000
     artifacts = Store(str(tmp_path / "artifacts"))
     settings = settings_for(knowledge_base, review_inbox=str(tmp_path))
-    with serve(create_app(settings)) as site:
+    with serve(create_app(Deployment.from_settings(settings))) as site:
         answered: list[float] = []
 
         def ask_meanwhile() -> None:

@@ -67,7 +67,6 @@ class LLMClient:
         self.config = config
         self.transport = Transport(config, sleep, gate, price)
         self.cache = AnswerCache(cache, config.model) if cache is not None else None
-        self.price = price  # None: the cost is unknown (Usage.cost stays 0; records say None)
         self.currency = currency
         self.batch = batch  # ATLAS_LLM_BATCH: requests not in the cache are queued for the Batch API, not sent
         self.document = ""  # whose requests these are (for_document)
@@ -75,6 +74,11 @@ class LLMClient:
     @property
     def gate(self) -> RequestGate:
         return self.transport.gate
+
+    @property
+    def price(self) -> Price | None:
+        """The model's price (None: the cost is unknown — ``Usage.cost`` stays 0, records say None)."""
+        return self.transport.price
 
     def for_document(self, key: str) -> LLMClient:
         """The same client, naming the document its requests are for (the Batch API queue records who waits)."""

@@ -71,7 +71,14 @@ def test_approval_settles_a_current_extraction_only():
     stale = ExtractionFacts(DocumentStatus.DONE, "", version="v0", approval="9 of 9 fields decided")
     assert status_of(EXTRACTED, stale, "v1").status == DocumentStatus.PENDING
     failed_after = ExtractionFacts(
-        DocumentStatus.FAILED, "extract: 503", Stage.EXTRACT, True, "v1", kept_from="2026-11-20", approval="all"
+        DocumentStatus.FAILED,
+        "extract: 503",
+        Stage.EXTRACT,
+        True,
+        "v1",
+        kept=True,
+        kept_from="2026-11-20",
+        approval="all",
     )
     status = status_of(EXTRACTED, failed_after, "v1")  # a failure is never hidden by approval
     assert status.status == DocumentStatus.FAILED
