@@ -19,8 +19,8 @@ test: setup test-deps ## Run the whole test suite, on two workers (TEST_WORKERS=
 test-fast: setup ## The unit tests that need no corpus (about 15 s on two cores); every slower test is in `make test`.
 	$(BIN)/python -m pytest atlas_pipeline_tests/unit -m "not corpus"
 
-test-unit: setup ## Every unit test, the corpus ones too (about 2½ minutes on two cores).
-	$(BIN)/python -m pytest atlas_pipeline_tests/unit
+test-unit: setup ## Every unit test, the corpus ones too (about a minute and a half on two workers).
+	$(BIN)/python -m pytest atlas_pipeline_tests/unit $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 dev: setup ## Open the Dagster UI (127.0.0.1:3000) with the daemon, sensors live.
 	$(BIN)/atlas dev

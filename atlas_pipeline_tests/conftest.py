@@ -31,16 +31,16 @@ from atlas_pipeline.parsing.document_parse import parse_snapshot
 from atlas_pipeline.store import layout
 from atlas_pipeline.store.files import Store, filesystem_for
 from atlas_pipeline.store.records import ExtractionRecord, SnapshotRecord, read_record
-from atlas_pipeline_tests.servers.processes import (
+from atlas_pipeline_tests.support import corpus
+from atlas_pipeline_tests.support.corpus import copy_into, corpus_file
+from atlas_pipeline_tests.support.juice_trial import API_KEY, KEY
+from scripted_servers.processes import (
     S3_CREDENTIALS,
     create_database,
     moto_s3_server,
     postgres_server,
     scripted_openai_server,
 )
-from atlas_pipeline_tests.support import corpus
-from atlas_pipeline_tests.support.corpus import copy_into, corpus_file
-from atlas_pipeline_tests.support.juice_trial import API_KEY, KEY
 
 _CORPUS_HELPERS = (
     corpus.CORPUS,

@@ -143,8 +143,8 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 def main() -> None:
-    from atlas_pipeline_tests.servers.processes import free_port, review_server
     from atlas_pipeline_tests.support.browser import browser_page
+    from scripted_servers.processes import free_port, review_server
 
     with tempfile.TemporaryDirectory(prefix="atlas-desk-") as tmp:
         folder = Path(tmp)

@@ -29,9 +29,9 @@ from pathlib import Path
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import dagster_daemon, scripted_openai_server
 from bench.pipeline import small_documents
 from bench.report import table, write_report
+from scripted_servers.processes import dagster_daemon, scripted_openai_server
 
 REPORT = Path(__file__).resolve().parent / "reports" / "llm.md"
 ATLAS = Path(sys.executable).with_name("atlas")

@@ -34,9 +34,9 @@ from atlas_pipeline.ops.runs import run_documents
 from atlas_pipeline.parsing.document_parse import parse_snapshot
 from atlas_pipeline.store import layout
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import scripted_openai_server
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
+from scripted_servers.processes import scripted_openai_server
 
 OVERHEAD_NOTE = (
     "Small documents are plain-text slices (about 3,000 characters each), the worst case for orchestration: the "

@@ -3,7 +3,7 @@
 
 ``python -m bench.scale [--sizes 1000 10000] [--workers 1 2] [--celery-documents 8]`` (``make bench-scale``); writes
 ``bench/reports/scale.md``. The many documents are small synthetic text files (one line each); the 300-page PDF is
-made by concatenating corpus RCTs; the Celery deployment is the test's (``atlas_pipeline_tests.servers.celery_cluster``:
+made by concatenating corpus RCTs; the Celery deployment is the test's (``scripted_servers.celery_cluster``:
 Redis, PostgreSQL, an S3-compatible server, the daemon, N workers) fed corpus RCT reports. On a 2-core machine two
 workers share the same cores: the figure says little here — the point is a script a team runs on its own cluster.
 """
@@ -126,8 +126,8 @@ def celery_throughput(workers: int, documents: int) -> list[object]:
     until every document has its extraction)."""
     import os
 
-    from atlas_pipeline_tests.servers.celery_cluster import celery_deployment
-    from atlas_pipeline_tests.servers.processes import S3_CREDENTIALS, create_database, moto_s3_server, postgres_server
+    from scripted_servers.celery_cluster import celery_deployment
+    from scripted_servers.processes import S3_CREDENTIALS, create_database, moto_s3_server, postgres_server
 
     sources = sorted((CORPUS / "rct").glob("*.pdf"))[:documents]
     with tempfile.TemporaryDirectory() as folder, postgres_server() as postgres, moto_s3_server(Path(folder)) as s3:

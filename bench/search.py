@@ -97,7 +97,7 @@ def main() -> None:
                         indexing, results = measure(index, docs, args.repeat)
                 else:
                     from atlas_pipeline.search.postgres import PostgresIndex
-                    from atlas_pipeline_tests.servers.processes import create_database, postgres_server
+                    from scripted_servers.processes import create_database, postgres_server
 
                     with postgres_server() as server:
                         env = create_database(server.env, f"bench_{size}")

@@ -16,11 +16,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from atlas_pipeline_tests.servers.processes import scripted_openai_server
 from atlas_pipeline_tests.support.juice_trial import answer
 from atlas_pipeline_tests.support.soak import distinct_copy, run_soak
 from bench.report import table, write_report
 from eval.fidelity import CORPUS
+from scripted_servers.processes import scripted_openai_server
 
 REPORT = Path(__file__).resolve().parent / "reports" / "soak.md"
 

@@ -19,10 +19,10 @@ from atlas_pipeline.extraction.prices import load_prices
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import document_failed, run_atlas
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
+from scripted_servers.processes import local_env
 
 PRICE = load_prices(PROJECT_ROOT / "seeds" / "llm_prices.toml").price_of("gpt-4o-mini")
 OTHER = "other-trial.md"

@@ -13,9 +13,9 @@ from urllib.parse import quote, quote_plus
 import polars as pl
 import pytest
 
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.helpers import run_atlas
 from atlas_pipeline_tests.support.juice_trial import answer
+from scripted_servers.processes import local_env
 
 # "/", "+", "=" and a space: quote(safe=""), quote() and quote_plus() each give a different form
 KEY = "sk-Echo/Key+d41d8cd98f00b204=9Zq x7"

@@ -22,10 +22,10 @@ from atlas_pipeline.grading.document_checks import fields_needing_review
 from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.store.layout import COMPLETION_PATH
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import document_failed, run_atlas
 from atlas_pipeline_tests.support.juice_trial import API_KEY, CORRECT, KEY, NOT_REPORTED, answer
+from scripted_servers.processes import local_env
 
 
 def check_result(instance, name: str = "quote_grounding"):

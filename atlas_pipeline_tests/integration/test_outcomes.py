@@ -21,10 +21,10 @@ from atlas_pipeline.outputs.evaluation import evaluate, read_gold
 from atlas_pipeline.review.decisions import DecisionRequest, load_decisions
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import CORPUS, copy_into
 from atlas_pipeline_tests.support.helpers import http_request, latest_metadata, run_atlas, serve
 from atlas_pipeline_tests.support.juice_trial import ANEMIA, CORRECT, DURATION, FECAL, KEY
+from scripted_servers.processes import local_env
 
 NOT_REPORTED = {"value": None, "quote": None}
 

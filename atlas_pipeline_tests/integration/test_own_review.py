@@ -17,10 +17,10 @@ import openpyxl
 from atlas_pipeline.review.decisions import DecisionRequest, decide, load_decisions
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import free_port, local_env, review_server
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import http_request, multipart, post_form, run_atlas
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
+from scripted_servers.processes import free_port, local_env, review_server
 
 
 def _bare_env() -> dict[str, str]:

@@ -13,9 +13,9 @@ from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.parsing.document_parse import load_markdown, load_tables
 from atlas_pipeline.parsing.providers.base import neutral_name
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, read_record
-from atlas_pipeline_tests.servers.processes import provider_site
 from atlas_pipeline_tests.support.corpus import copy_into, corpus_file, parsed_corpus
 from atlas_pipeline_tests.support.helpers import document_failed, latest_metadata, register, run_document
+from scripted_servers.processes import provider_site
 
 TABLES_PDF = "rct/PMC5777645.pdf"  # 13 pages, 4 ruled tables with captions
 TEXT_PDF = "rct/PMC3508963.pdf"

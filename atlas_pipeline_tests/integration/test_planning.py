@@ -25,10 +25,10 @@ from atlas_pipeline.knowledge.planning import (
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import SensorHarness, run_atlas
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
+from scripted_servers.processes import local_env
 
 DOCUMENTS = ("html/plos_one_article.html", "rct_jats/PMC1216327.nxml", "rct_jats/PMC1475568.nxml")
 

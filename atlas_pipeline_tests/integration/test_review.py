@@ -28,10 +28,10 @@ from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.review.workbook_import import import_inbox, import_reports, import_workbook
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import NoRedirect, http_request, latest_metadata, multipart, run_atlas, serve
 from atlas_pipeline_tests.support.juice_trial import API_KEY, KEY, answer
+from scripted_servers.processes import local_env
 
 VERIFIED = frozenset({"verified"})
 

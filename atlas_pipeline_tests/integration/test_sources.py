@@ -16,8 +16,8 @@ from atlas_pipeline.sources.pace import pace_factor
 from atlas_pipeline.sources.state import load_state, resume
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import provenance_path
-from atlas_pipeline_tests.servers.processes import feed_site
 from atlas_pipeline_tests.support.corpus import corpus_file
+from scripted_servers.processes import feed_site
 
 AGENT = "AtlasPipeline-test/1.0 (+mailto:tests@example.org)"
 

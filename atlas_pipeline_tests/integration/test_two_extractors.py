@@ -16,10 +16,10 @@ from atlas_pipeline.outputs.evaluation import GoldValue, evaluate
 from atlas_pipeline.review.decisions import DecisionRequest, decide
 from atlas_pipeline.review.final_values import review_document
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import scripted_openai_server
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import latest_metadata
 from atlas_pipeline_tests.support.juice_trial import API_KEY, CORRECT, DURATION, FECAL, KEY, NOT_REPORTED, answer
+from scripted_servers.processes import scripted_openai_server
 
 GOLD = {"n_treatment": 30, "n_control": 30, "p_value": 0.006, "age_treatment": 10.27}
 WITH_MD = {**DURATION, "effect_measure": {"value": "MD", "quote": None}}

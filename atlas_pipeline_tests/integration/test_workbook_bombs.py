@@ -14,8 +14,8 @@ import polars as pl
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.workbook_import import LISTED_ROWS, check_workbook, import_inbox, import_workbook
 from atlas_pipeline.store.files import Store
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.helpers import http_request, run_atlas, serve
+from scripted_servers.processes import local_env
 
 
 def _workbook(path, extra: dict[str, int] | None = None, entries: int = 0) -> bytes:

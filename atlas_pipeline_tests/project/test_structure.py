@@ -169,7 +169,9 @@ def test_test_modules_share_helpers_through_helper_modules_only():
 
 def test_tests_live_in_the_folder_of_their_kind():
     """unit/ (one library package each, no Dagster instance), integration/, system/, project/; shared code in
-    support/ and the scripted servers in servers/; nothing at the top but the conftest."""
+    support/; nothing at the top but the conftest. The scripted servers are a package of their own
+    (``scripted_servers``) that the tests and the benchmarks both import: no benchmark imports the test package's
+    servers."""
     tests_root = PROJECT_ROOT / "atlas_pipeline_tests"
     kinds = {"unit", "integration", "system", "project"}
     for path in tests_root.rglob("test_*.py"):
@@ -180,3 +182,6 @@ def test_tests_live_in_the_folder_of_their_kind():
             assert (PACKAGE / package).is_dir(), f"{path}: unit tests mirror a package of atlas_pipeline"
     top = {path.name for path in tests_root.glob("*.py")}
     assert top == {"__init__.py", "conftest.py"}, top
+    assert not (tests_root / "servers").exists()
+    benchmarks = "\n".join(path.read_text() for path in (PROJECT_ROOT / "bench").glob("*.py"))
+    assert "scripted_servers" in benchmarks and "atlas_pipeline_tests.servers" not in benchmarks

@@ -20,7 +20,7 @@ from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline_tests.servers.processes import free_port
+from scripted_servers.processes import free_port
 
 BIN = Path(sys.executable).parent
 _PID = re.compile(r"\(pid: (\d+)\)")

@@ -25,7 +25,7 @@ from atlas_pipeline.sources.state import load_state
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import export_path
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.servers.processes import dagster_daemon, feed_site, watched_folder_env
+from scripted_servers.processes import dagster_daemon, feed_site, watched_folder_env
 
 SOURCE = "soak-feed"
 REVIEWER = "soak reviewer"

@@ -11,9 +11,9 @@ import pytest
 
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.parsing.providers.base import neutral_name
-from atlas_pipeline_tests.servers.processes import dagster_daemon, provider_site, watched_folder_env
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import latest_metadata, run_atlas
+from scripted_servers.processes import dagster_daemon, provider_site, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 DEADLINE_SECONDS = 240

@@ -15,10 +15,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from atlas_pipeline_tests.servers.celery_cluster import celery_deployment
-from atlas_pipeline_tests.servers.processes import create_database, scripted_openai_server
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import latest_metadata
+from scripted_servers.celery_cluster import celery_deployment
+from scripted_servers.processes import create_database, scripted_openai_server
 
 pytestmark = [pytest.mark.daemon, pytest.mark.postgres, pytest.mark.s3, pytest.mark.corpus]
 DEADLINE_SECONDS = 420

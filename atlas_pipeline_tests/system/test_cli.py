@@ -9,9 +9,9 @@ import dagster as dg
 import polars as pl
 
 from atlas_pipeline.ops.instance import project_file
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import BIN, run_atlas
+from scripted_servers.processes import local_env
 
 
 def test_run_then_status(tmp_path, knowledge_base):

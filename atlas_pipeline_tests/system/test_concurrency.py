@@ -13,9 +13,9 @@ import dagster as dg
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import run_atlas
+from scripted_servers.processes import local_env
 
 KEY = "PMC1216327.pdf"
 

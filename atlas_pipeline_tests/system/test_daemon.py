@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 from atlas_pipeline.ops.instance import project_file
-from atlas_pipeline_tests.servers.processes import dagster_daemon, watched_folder_env
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import latest_metadata
+from scripted_servers.processes import dagster_daemon, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 DEADLINE_SECONDS = 300
@@ -95,7 +95,7 @@ def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):
     import urllib.error
     import urllib.request
 
-    from atlas_pipeline_tests.servers.processes import free_port
+    from scripted_servers.processes import free_port
 
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -193,7 +193,7 @@ def test_a_trickling_source_holds_neither_its_sensor_nor_the_others(tmp_path):
     meanwhile another source collects and the knowledge-base sensor has the collected document extracted."""
     from atlas_pipeline.sources.state import load_state
     from atlas_pipeline.store.files import Store
-    from atlas_pipeline_tests.servers.processes import feed_site
+    from scripted_servers.processes import feed_site
 
     home, kb = tmp_path / "dagster_home", tmp_path / "kb"
     home.mkdir()

@@ -111,7 +111,7 @@ def test_invalid_executor_config_fails_at_load_with_the_variable(tmp_path):
 
 def test_the_operations_guide_starts_celery_workers_with_the_test_s_own_command():
     from atlas_pipeline.ops.instance import project_file
-    from atlas_pipeline_tests.servers.processes import celery_worker_command, redis_command, webserver_command
+    from scripted_servers.processes import celery_worker_command, redis_command, webserver_command
 
     guide = project_file("docs/operations.md").read_text()
     assert " ".join(celery_worker_command("worker1")) in guide

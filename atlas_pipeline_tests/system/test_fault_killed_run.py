@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 
 from atlas_pipeline.ops.instance import project_file
-from atlas_pipeline_tests.servers.processes import dagster_daemon, watched_folder_env
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import latest_metadata, run_worker_pid
+from scripted_servers.processes import dagster_daemon, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 

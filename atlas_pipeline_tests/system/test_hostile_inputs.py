@@ -18,7 +18,6 @@ import pytest
 
 from atlas_pipeline.parsing import DocumentError, parse_document
 from atlas_pipeline.parsing.bounded import ParseLimitError, parse_bounded
-from atlas_pipeline_tests.servers.processes import local_env
 from atlas_pipeline_tests.support.corpus import copy_into, corpus_file
 from atlas_pipeline_tests.support.helpers import run_atlas
 from atlas_pipeline_tests.support.hostile_files import (
@@ -29,6 +28,7 @@ from atlas_pipeline_tests.support.hostile_files import (
     page_tree_cycle_pdf,
     text_pdf,
 )
+from scripted_servers.processes import local_env
 
 # -- reasons that name the cause; what is readable is parsed ------------------------------------------------------
 

@@ -13,9 +13,9 @@ from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline_tests.servers.processes import dagster_daemon, free_port, scripted_openai_server, watched_folder_env
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import latest_metadata, run_atlas
+from scripted_servers.processes import dagster_daemon, free_port, scripted_openai_server, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 

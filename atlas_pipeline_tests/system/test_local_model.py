@@ -13,7 +13,7 @@ from atlas_pipeline.extraction.extractor import extract_with_llm, plan_requests
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig, bounded
 from atlas_pipeline.extraction.quotes import match_quote
 from atlas_pipeline.extraction.rules import Rule
-from atlas_pipeline_tests.servers.processes import llama_cpp_server, local_model_path
+from scripted_servers.processes import llama_cpp_server, local_model_path
 
 MODEL = local_model_path()
 pytestmark = pytest.mark.skipif(

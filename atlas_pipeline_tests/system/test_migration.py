@@ -16,9 +16,9 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.outputs.export_files import EXPORT_STEM, FIELDS_STEM
 from atlas_pipeline.store.files import Store, filesystem_for
 from atlas_pipeline.store.records import ParseRecord, read_record
-from atlas_pipeline_tests.servers.processes import S3_CREDENTIALS, create_database, local_env
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import SensorHarness, run_atlas
+from scripted_servers.processes import S3_CREDENTIALS, create_database, local_env
 
 EXPORT_FILES = [f"{EXPORT_STEM}.{fmt}" for fmt in ("csv", "jsonl", "parquet", "xlsx")] + [
     f"{FIELDS_STEM}.{fmt}" for fmt in ("csv", "jsonl", "parquet")

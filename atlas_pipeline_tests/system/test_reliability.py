@@ -16,9 +16,9 @@ from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.core.statuses import TERMINAL
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline_tests.servers.processes import create_database, dagster_daemon, postgres_server, watched_folder_env
 from atlas_pipeline_tests.support.corpus import CORPUS, SEED_KB
 from atlas_pipeline_tests.support.helpers import run_worker_pid
+from scripted_servers.processes import create_database, dagster_daemon, postgres_server, watched_folder_env
 
 pytestmark = [pytest.mark.daemon, pytest.mark.postgres]  # its own PostgreSQL: it restarts it
 KILL_TARGET = "PMC3508963_image_only_200dpi.pdf"

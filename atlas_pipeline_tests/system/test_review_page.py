@@ -19,17 +19,17 @@ import pytest
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.store.files import Store
-from atlas_pipeline_tests.servers.processes import (
+from atlas_pipeline_tests.support.browser import browser_page, shoot
+from atlas_pipeline_tests.support.corpus import corpus_file
+from atlas_pipeline_tests.support.helpers import BIN, latest_metadata
+from atlas_pipeline_tests.support.juice_trial import KEY, answer
+from scripted_servers.processes import (
     dagster_daemon,
     free_port,
     review_server,
     scripted_openai_server,
     watched_folder_env,
 )
-from atlas_pipeline_tests.support.browser import browser_page, shoot
-from atlas_pipeline_tests.support.corpus import corpus_file
-from atlas_pipeline_tests.support.helpers import BIN, latest_metadata
-from atlas_pipeline_tests.support.juice_trial import KEY, answer
 
 pytestmark = pytest.mark.daemon
 DEADLINE = 240

@@ -17,11 +17,11 @@ import pytest
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.store.files import Store
-from atlas_pipeline_tests.servers.processes import free_port, review_server, watched_folder_env
 from atlas_pipeline_tests.support.browser import browser_page, shoot
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import BIN
 from atlas_pipeline_tests.support.juice_trial import KEY
+from scripted_servers.processes import free_port, review_server, watched_folder_env
 
 pytestmark = pytest.mark.daemon
 PASSWORD = "grape juice trial"

@@ -12,7 +12,7 @@ The folder holds::
                     "redirect": {"/path": "location"}, "trickle": {"/path": seconds between two bytes}}
     requests.jsonl written by the server: one line per request (path, status, User-Agent, conditional headers)
 
-Usage: ``python -m atlas_pipeline_tests.servers.feed_server FOLDER PORT``.
+Usage: ``python -m scripted_servers.feed_server FOLDER PORT``.
 """
 
 from __future__ import annotations

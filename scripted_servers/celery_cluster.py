@@ -16,14 +16,14 @@ import dagster as dg
 
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.store.files import filesystem_for
-from atlas_pipeline_tests.servers.processes import (
+from scripted_servers.processes import (
+    BIN,
     CELERY_EXECUTOR_CONFIG,
     celery_worker,
     dagster_daemon,
     dagster_webserver,
     redis_server,
 )
-from atlas_pipeline_tests.support.helpers import BIN
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A scripted parsing provider speaking MinerU's and docling-serve's documented HTTP APIs, run as a child process.
 
-``python -m atlas_pipeline_tests.servers.provider_server FOLDER PORT``. Its answers are made from the uploaded PDF with
+``python -m scripted_servers.provider_server FOLDER PORT``. Its answers are made from the uploaded PDF with
 PyMuPDF (page text blocks, ``find_tables`` tables), in each API's own shapes: MinerU's content list and result zip,
 docling-serve's Docling document and markdown with the page-break placeholder asked for. ``FOLDER/control.json``
 scripts behaviour per uploaded file name (the neutral name Atlas sends): ``{"fail": [name], "hang": [name],

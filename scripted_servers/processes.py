@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+REPOSITORY = Path(__file__).resolve().parents[1]  # where `python -m scripted_servers.…` finds them
+BIN = Path(sys.executable).parent  # the virtual environment's commands (dagster, celery)
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -132,7 +135,8 @@ def scripted_openai_server(log_dir: Path, port: int | None = None) -> Iterator[S
     root = f"http://127.0.0.1:{port}"
     with (log_dir / "openai_server.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "atlas_pipeline_tests.servers.openai_server", "--port", str(port)],
+            [sys.executable, "-m", "scripted_servers.openai_server", "--port", str(port)],
+            cwd=REPOSITORY,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -364,7 +368,7 @@ def _scripted_site(module: str, folder: Path) -> Iterator[str]:
     with (folder / "server.log").open("w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", module, str(folder), str(port)],
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=REPOSITORY,
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
@@ -377,8 +381,8 @@ def _scripted_site(module: str, folder: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def feed_site(folder: Path) -> Iterator[FeedSite]:
-    """A local web site with an RSS feed (``atlas_pipeline_tests.servers.feed_server``) as a child process."""
-    with _scripted_site("atlas_pipeline_tests.servers.feed_server", folder) as url:
+    """A local web site with an RSS feed (``scripted_servers.feed_server``) as a child process."""
+    with _scripted_site("scripted_servers.feed_server", folder) as url:
         yield FeedSite(folder, url)
 
 
@@ -396,8 +400,8 @@ class ProviderSite:
 
 @contextlib.contextmanager
 def provider_site(folder: Path) -> Iterator[ProviderSite]:
-    """The scripted parsing provider (``atlas_pipeline_tests.servers.provider_server``) as a child process."""
-    with _scripted_site("atlas_pipeline_tests.servers.provider_server", folder) as url:
+    """The scripted parsing provider (``scripted_servers.provider_server``) as a child process."""
+    with _scripted_site("scripted_servers.provider_server", folder) as url:
         yield ProviderSite(folder, url)
 
 
