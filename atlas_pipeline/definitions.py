@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from atlas_pipeline.config.redaction import install_log_redaction
 from atlas_pipeline.config.settings import AtlasSettings, load_settings
+from atlas_pipeline.core.redaction import install_log_redaction
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS, build_evaluation_asset
 from atlas_pipeline.defs.document_assets import build_document_assets
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job

@@ -3,8 +3,10 @@
 The CLI, the review page, the sensors and assets (through the thin ``AtlasResource``) and the benchmarks all ask a
 ``Deployment`` for the stores, the knowledge base, the parser choice, the rule, template and mode, the extraction
 version, the LLM client and the search index, so a setting means the same thing wherever it is read. The settings
-stay flat ``ATLAS_*`` variables; here they become the value objects the library owns, one per group (parsing,
-providers, llm, review, search). Nothing here imports Dagster.
+are typed groups read from flat ``ATLAS_*`` variables (``config.settings``); here they become the value objects the
+library owns (``LLMConfig``, ``ParseOptions``, ``ProviderLimits``, ``Politeness``, …), which also own the defaults the
+settings take. The CLI, the Dagster floor and the review page are handed a Deployment and read no setting themselves.
+Nothing here imports Dagster.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from atlas_pipeline.config.settings import (
@@ -43,8 +46,8 @@ if TYPE_CHECKING:
     from atlas_pipeline.review.workbook_import import ImportReport
     from atlas_pipeline.search.backends import InstanceStorage
     from atlas_pipeline.search.index import SearchIndex
-    from atlas_pipeline.sources.collector import Politeness
     from atlas_pipeline.sources.config import Source
+    from atlas_pipeline.sources.politeness import Politeness
 
 
 @dataclass(frozen=True)
@@ -55,12 +58,16 @@ class ReviewPolicy:
     port: int
     reviewer: str
     inbox: str
-    workbook_max_rows: int = 100_000
-    extractors: int = 1  # people who extract each document independently
-    hide_model_values: bool = False  # an extractor's pass is blind to the model's values too
+    workbook_max_rows: int
+    extractors: int  # people who extract each document independently
+    hide_model_values: bool  # an extractor's pass is blind to the model's values too
+
+    @property
+    def page_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def document_url(self, key: str) -> str:
-        return f"http://127.0.0.1:{self.port}/documents/{quote(key, safe='')}"
+        return f"{self.page_url}/documents/{quote(key, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,11 @@ class Deployment:
         ``SettingsError`` naming the variable."""
         return cls(load_settings(environ))
 
+    def with_values(self, **values: Any) -> Deployment:
+        """This deployment with some settings changed (by setting name, validated again): the source of a
+        migration, a page served with another policy."""
+        return Deployment(self.settings.updated(**values))
+
     def environment(self) -> dict[str, str]:
         """The settings as the ``ATLAS_*`` variables that make them again, secrets left out (a run's config)."""
         return settings_environment(self.settings)
@@ -149,7 +161,7 @@ class Deployment:
     def secret_variables(self) -> frozenset[str]:
         """The ``ATLAS_*`` variables of the secrets this deployment has a value for."""
         return frozenset(
-            ENV_PREFIX + name.upper() for name in SECRET_SETTINGS if getattr(self.settings, name).get_secret_value()
+            ENV_PREFIX + name.upper() for name in SECRET_SETTINGS if self.settings.value(name).get_secret_value()
         )
 
     # how the deployment runs
@@ -157,37 +169,48 @@ class Deployment:
     def pace(self) -> Pace:
         settings = self.settings
         return Pace(
-            scan_interval_seconds=settings.sensor_interval_seconds,
-            scan_budget_seconds=settings.sensor_scan_budget_seconds,
-            max_runs_per_tick=settings.sensor_max_runs_per_tick,
-            review_interval_seconds=settings.review_interval_seconds,
-            automation_interval_seconds=settings.automation_interval_seconds,
-            batch_poll_seconds=settings.llm_batch_poll_seconds,
-            sources_interval_seconds=settings.sources_interval_seconds,
-            llm_concurrency=settings.llm_concurrency,
+            scan_interval_seconds=settings.runtime.sensor_interval_seconds,
+            scan_budget_seconds=settings.runtime.sensor_scan_budget_seconds,
+            max_runs_per_tick=settings.runtime.sensor_max_runs_per_tick,
+            review_interval_seconds=settings.review.interval_seconds,
+            automation_interval_seconds=settings.runtime.automation_interval_seconds,
+            batch_poll_seconds=settings.llm.batch_poll_seconds,
+            sources_interval_seconds=settings.sources.interval_seconds,
+            llm_concurrency=settings.llm.concurrency,
         )
 
+    @property
+    def instance_config(self) -> str:
+        """The Dagster instance config an empty ``DAGSTER_HOME`` is given (``ATLAS_INSTANCE_CONFIG``; empty: the
+        project's dagster.yaml)."""
+        return self.settings.runtime.instance_config
+
     def executor(self) -> Executor:
-        return Executor(self.settings.executor, self.settings.executor_config)
+        return Executor(self.settings.runtime.executor, self.settings.runtime.executor_config)
 
     def gold(self) -> Gold | None:
-        return Gold(self.settings.gold, self.settings.gold_tolerance) if self.settings.gold else None
+        return Gold(self.settings.review.gold, self.gold_tolerance) if self.settings.review.gold else None
+
+    @property
+    def gold_tolerance(self) -> float:
+        """How near the gold a number must be to count as equal (``ATLAS_GOLD_TOLERANCE``), gold file or not."""
+        return self.settings.review.gold_tolerance
 
     @property
     def llm_batch(self) -> bool:
         """Extractions go through the endpoint's Batch API (``ATLAS_LLM_BATCH`` with an endpoint)."""
-        return bool(self.settings.llm_batch and self.settings.llm_base_url)
+        return bool(self.settings.llm.batch and self.settings.llm.base_url)
 
     # the sources group
 
     def politeness(self) -> Politeness:
-        from atlas_pipeline.sources.collector import Politeness
+        from atlas_pipeline.sources.politeness import Politeness
 
         settings = self.settings
         return Politeness(
-            user_agent=settings.sources_user_agent,
-            max_bytes=int(settings.max_document_mb * 1024 * 1024),
-            backlog_threshold=settings.sources_backlog_threshold,
+            user_agent=settings.sources.user_agent,
+            max_bytes=self.max_bytes,
+            backlog_threshold=settings.sources.backlog_threshold,
         )
 
     def declared_sources(self) -> list[Source]:
@@ -195,40 +218,44 @@ class Deployment:
         ``SourcesError``."""
         from atlas_pipeline.sources.config import load_sources, sources_file
 
-        path = sources_file(self.settings.sources, self.settings.seeds_dir)
+        path = sources_file(self.settings.sources.file, self.settings.project.seeds_dir)
         return load_sources(path) if path else []
 
     # where things are
 
     def store(self) -> Store:
         """Snapshots, text, tables, records and decisions (``ATLAS_ARTIFACTS``)."""
-        return Store(self.settings.artifacts)
+        return Store(self.settings.project.artifacts)
 
     def exports_store(self) -> Store:
-        return Store(self.settings.exports)
+        return Store(self.settings.project.exports)
 
     def open_knowledge_base(self) -> KnowledgeBase:
-        return KnowledgeBase(self.settings.knowledge_base, max_bytes=self.max_bytes)
+        return KnowledgeBase(self.settings.project.knowledge_base, max_bytes=self.max_bytes)
 
     @property
     def knowledge_base(self) -> str:
-        return self.settings.knowledge_base
+        return self.settings.project.knowledge_base
 
     @property
     def max_bytes(self) -> int:
-        return int(self.settings.max_document_mb * 1_000_000)
+        return int(self.settings.parsing.max_document_mb * 1_000_000)
 
     # what is extracted, and how
 
+    @property
+    def rule_name(self) -> str:
+        return self.settings.project.rule
+
     def load_rule(self) -> Rule:
-        return load_rule(Path(self.settings.seeds_dir) / "rules", self.settings.rule)
+        return load_rule(Path(self.settings.project.seeds_dir) / "rules", self.settings.project.rule)
 
     def load_template(self) -> Template:
         """The rule's template with the rule's custom fields added."""
         return self._template_of(self.load_rule())
 
     def _template_of(self, rule: Rule) -> Template:
-        templates = Path(self.settings.seeds_dir) / "templates"
+        templates = Path(self.settings.project.seeds_dir) / "templates"
         return assemble_template(load_template(templates, rule.template), rule.custom_fields)
 
     def extraction_setup(self) -> ExtractionSetup:
@@ -237,14 +264,14 @@ class Deployment:
         rule = self.load_rule()
         template, mode = self._template_of(rule), self.mode(rule)
         parser = self.parser_choice().describe()
-        model, second = self.settings.llm_model, self.settings.llm_second_model
+        model, second = self.settings.llm.model, self.settings.llm.second_model
         return ExtractionSetup(rule, template, mode, extraction_version(template, rule, mode, model, parser, second))
 
     def mode(self, rule: Rule) -> str:
         """skip or llm: forced by ATLAS_POSTPROCESS_MODE, else llm when an endpoint is configured, else the rule's."""
-        if self.settings.postprocess_mode != "auto":
-            return self.settings.postprocess_mode
-        return "llm" if self.settings.llm_base_url else rule.postprocess_mode
+        if self.settings.project.postprocess_mode != "auto":
+            return self.settings.project.postprocess_mode
+        return "llm" if self.settings.llm.base_url else rule.postprocess_mode
 
     def extraction_version(self) -> ExtractionVersion:
         """The version extractions are made with now (see ``extraction.version``)."""
@@ -255,14 +282,16 @@ class Deployment:
     def parse_options(self) -> ParseOptions:
         settings = self.settings
         return ParseOptions(
-            engine=settings.pdf_engine,
-            ocr=settings.ocr,
-            ocr_language=settings.ocr_language,
-            ocr_max_text_chars=None if settings.ocr_max_text_chars < 0 else settings.ocr_max_text_chars,
+            engine=settings.parsing.pdf_engine,
+            ocr=settings.parsing.ocr,
+            ocr_language=settings.parsing.ocr_language,
+            ocr_max_text_chars=None if settings.parsing.ocr_max_text_chars < 0 else settings.parsing.ocr_max_text_chars,
         )
 
     def parse_limits(self) -> ParseLimits:
-        return ParseLimits(seconds=self.settings.parse_timeout_seconds, memory_mb=self.settings.parse_memory_mb)
+        return ParseLimits(
+            seconds=self.settings.parsing.parse_timeout_seconds, memory_mb=self.settings.parsing.parse_memory_mb
+        )
 
     # the providers group
 
@@ -271,12 +300,12 @@ class Deployment:
 
         settings = self.settings
         return ProviderLimits(
-            timeout_seconds=settings.provider_timeout_seconds,
-            max_seconds=settings.provider_max_seconds,
-            max_retries=settings.provider_max_retries,
-            backoff_seconds=settings.provider_backoff_seconds,
-            poll_seconds=settings.provider_poll_seconds,
-            max_bytes=int(settings.provider_max_mb * 1_000_000),
+            timeout_seconds=settings.providers.provider_timeout_seconds,
+            max_seconds=settings.providers.provider_max_seconds,
+            max_retries=settings.providers.provider_max_retries,
+            backoff_seconds=settings.providers.provider_backoff_seconds,
+            poll_seconds=settings.providers.provider_poll_seconds,
+            max_bytes=int(settings.providers.provider_max_mb * 1_000_000),
         )
 
     def parser_choice(self) -> ParserChoice:
@@ -285,30 +314,36 @@ class Deployment:
         from atlas_pipeline.parsing.providers.local import LocalParser
 
         local = LocalParser(self.parse_options(), self.parse_limits())
-        tables_parser = self.settings.tables_parser
-        tables = local if tables_parser == "pymupdf4llm" else self._provider(tables_parser or self.settings.parser)
-        return ParserChoice(local, text=self._provider(self.settings.parser), tables=tables)
+        tables_parser = self.settings.providers.tables_parser
+        tables = (
+            local if tables_parser == "pymupdf4llm" else self._provider(tables_parser or self.settings.providers.parser)
+        )
+        return ParserChoice(local, text=self._provider(self.settings.providers.parser), tables=tables)
 
     def _provider(self, name: str) -> ParsingProvider | None:
         settings, limits = self.settings, self.provider_limits()
         if name == "mineru":
             from atlas_pipeline.parsing.providers.mineru import MinerUHosted, MinerULocal
 
-            language, backend, version = settings.mineru_language, settings.mineru_backend, settings.provider_version
-            if settings.mineru_api == "hosted":
-                token = settings.mineru_token.get_secret_value()
-                return MinerUHosted(settings.mineru_url, token, backend, language, limits, version)
-            return MinerULocal(settings.mineru_url, backend, language, limits, version)
+            language, backend, version = (
+                settings.providers.mineru_language,
+                settings.providers.mineru_backend,
+                settings.providers.provider_version,
+            )
+            if settings.providers.mineru_api == "hosted":
+                token = settings.providers.mineru_token.get_secret_value()
+                return MinerUHosted(settings.providers.mineru_url, token, backend, language, limits, version)
+            return MinerULocal(settings.providers.mineru_url, backend, language, limits, version)
         if name == "docling":
             from atlas_pipeline.parsing.providers.docling import DoclingServe
 
             return DoclingServe(
-                settings.docling_url,
-                settings.docling_api_key.get_secret_value(),
-                settings.docling_table_mode,
-                settings.docling_ocr,
+                settings.providers.docling_url,
+                settings.providers.docling_api_key.get_secret_value(),
+                settings.providers.docling_table_mode,
+                settings.providers.docling_ocr,
                 limits,
-                settings.provider_version,
+                settings.providers.provider_version,
             )
         return None
 
@@ -316,20 +351,18 @@ class Deployment:
 
     @property
     def llm_configured(self) -> bool:
-        return bool(self.settings.llm_base_url)
+        return bool(self.settings.llm.base_url)
 
     def llm_config(self) -> LLMConfig:
         from atlas_pipeline.extraction.llm.config import LLMConfig
 
         settings = self.settings
-        values = {
-            name: getattr(settings, f"llm_{name}") for name in LLMConfig.__dataclass_fields__ if name != "api_key"
-        }
-        return LLMConfig(**values, api_key=settings.llm_api_key.get_secret_value())
+        values = {name: getattr(settings.llm, name) for name in LLMConfig.__dataclass_fields__ if name != "api_key"}
+        return LLMConfig(**values, api_key=settings.llm.api_key.get_secret_value())
 
     def price_file(self) -> str:
         """The price table file (ATLAS_LLM_PRICES, else the seeds folder's llm_prices.toml)."""
-        return str(price_file(self.settings.llm_prices, self.settings.seeds_dir))
+        return str(price_file(self.settings.llm.prices, self.settings.project.seeds_dir))
 
     def price_table(self) -> PriceTable:
         """The price table; a missing file is an empty table (every cost unknown), a broken one an error."""
@@ -343,21 +376,21 @@ class Deployment:
         from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
 
         config, table = self.llm_config(), self.price_table()
-        batch = self.batch_queue(cache) if self.settings.llm_batch and cache is not None else None
+        batch = self.batch_queue(cache) if self.settings.llm.batch and cache is not None else None
         return LLMClient(config, cache, price=table.price_of(config.model), currency=table.currency, batch=batch)
 
     def second_llm_config(self) -> LLMConfig | None:
         """The second, independent extractor (``ATLAS_LLM_SECOND_*``), or None when one extractor is declared: its
         model, on its own endpoint or the first's, with the first's limits."""
         settings = self.settings
-        if not settings.llm_second_model:
+        if not settings.llm.second_model:
             return None
         first = self.llm_config()
-        base_url = settings.llm_second_base_url or first.base_url
-        key = settings.llm_second_api_key.get_secret_value()
+        base_url = settings.llm.second_base_url or first.base_url
+        key = settings.llm.second_api_key.get_secret_value()
         if not key and base_url.rstrip("/") == first.base_url.rstrip("/"):
             key = first.api_key
-        return dataclasses.replace(first, model=settings.llm_second_model, base_url=base_url, api_key=key)
+        return dataclasses.replace(first, model=settings.llm.second_model, base_url=base_url, api_key=key)
 
     def second_llm_client(self, cache: Store | None) -> LLMClient | None:
         """The second extractor's client (its answers cached and accounted on their own), or None."""
@@ -373,7 +406,7 @@ class Deployment:
         """The Batch API queue kept in the artifact store (``extraction.llm.batch``)."""
         from atlas_pipeline.extraction.llm.batch import BatchQueue
 
-        return BatchQueue(store, self.settings.llm_batch_deadline_hours)
+        return BatchQueue(store, self.settings.llm.batch_deadline_hours)
 
     # the review group
 
@@ -381,24 +414,28 @@ class Deployment:
         """The settings alone (nothing read): asked for per document, per tick and per page."""
         settings = self.settings
         return ReviewPolicy(
-            settings.accepted_tiers,
-            settings.review_port,
-            settings.reviewer,
-            settings.review_inbox,
-            settings.review_workbook_max_rows,
-            settings.review_extractors,
-            settings.review_hide_model_values,
+            settings.review.accepted_tiers,
+            settings.review.port,
+            settings.review.reviewer,
+            settings.review.inbox,
+            settings.review.workbook_max_rows,
+            settings.review.extractors,
+            settings.review.hide_model_values,
         )
+
+    def person(self, given: str | None = None) -> str:
+        """Who a person's act is recorded under: ``given``, else ``ATLAS_REVIEWER``, else the login ($USER)."""
+        return given or self.settings.review.reviewer or os.environ.get("USER", "unknown")
 
     def page_access(self) -> PageAccess:
         settings = self.settings
         return PageAccess(
-            users_file=settings.review_users,
-            auth_header=settings.review_auth_header,
-            session_hours=settings.review_session_hours,
-            login_free_failures=settings.review_login_free_failures,
-            login_max_lockout_seconds=settings.review_login_max_lockout_seconds,
-            trusted_hosts=settings.trusted_hosts,
+            users_file=settings.review.users,
+            auth_header=settings.review.auth_header,
+            session_hours=settings.review.session_hours,
+            login_free_failures=settings.review.login_free_failures,
+            login_max_lockout_seconds=settings.review.login_max_lockout_seconds,
+            trusted_hosts=settings.runtime.trusted_hosts,
         )
 
     def import_review_inbox(self) -> Iterator[ImportReport]:
@@ -423,7 +460,7 @@ class Deployment:
 
     def accepted_tiers(self) -> frozenset[str]:
         """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""
-        return self.settings.accepted_tiers
+        return self.settings.review.accepted_tiers
 
     def final_values_policy(self) -> str:
         """A fingerprint of what makes a value final besides people's decisions — the tiers accepted without a
@@ -441,7 +478,7 @@ class Deployment:
     def derivations(self) -> Derivations:
         """What a review derives: the template's rules, and the cautioned conversions the team opted in to
         (ATLAS_DERIVE_OPT_IN)."""
-        return Derivations(self.load_template(), self.settings.derivations_opted_in)
+        return Derivations(self.load_template(), self.settings.review.derivations_opted_in)
 
     # the search group
 
@@ -449,4 +486,4 @@ class Deployment:
         """The search index: PostgreSQL beside a PostgreSQL instance, else SQLite (``ATLAS_SEARCH_BACKEND``)."""
         from atlas_pipeline.search.backends import open_index
 
-        return open_index(self.settings.search_backend, self.settings.search_sqlite, instance)
+        return open_index(self.settings.search.backend, self.settings.search.sqlite, instance)

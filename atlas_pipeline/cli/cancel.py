@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 
 
 def command_cancel(args: argparse.Namespace) -> int:
@@ -15,14 +14,13 @@ def command_cancel(args: argparse.Namespace) -> int:
 
     from atlas_pipeline.defs.cancellation import CancelRefused, cancel_documents
     from atlas_pipeline.ops.instance import prepare_dagster_home
-    from atlas_pipeline.store.files import Store
 
-    settings = load_settings()
-    prepare_dagster_home(settings.instance_config)
-    by = args.by or settings.reviewer or os.environ.get("USER", "unknown")
+    deployment = Deployment.from_environment()
+    prepare_dagster_home(deployment.instance_config)
+    by = deployment.person(args.by)
     with dg.DagsterInstance.get() as instance:
         try:
-            cancelled = cancel_documents(instance, Store(settings.artifacts), args.keys, by)
+            cancelled = cancel_documents(instance, deployment.store(), args.keys, by)
         except CancelRefused as refusal:
             for item in refusal.cancelled:
                 print(f"{item.key}: cancelled (run {item.run_id[:8]}, queued since {item.queued_since}) by {by}")

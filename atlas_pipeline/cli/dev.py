@@ -10,8 +10,6 @@ import subprocess
 import sys
 import time
 
-from atlas_pipeline.config.settings import load_settings
-
 
 def command_dev(args: argparse.Namespace) -> int:
     """Open the Dagster UI and daemon (sensors live) on 127.0.0.1."""
@@ -21,12 +19,11 @@ def command_dev(args: argparse.Namespace) -> int:
     from atlas_pipeline.ops.instance import prepare_dagster_home, project_file
     from atlas_pipeline.store.files import Store
 
-    settings = load_settings()  # fail early with a clear message
-    KnowledgeBase(settings.knowledge_base).check()  # … and not as a sensor traceback every 30 s
-    home = prepare_dagster_home(settings.instance_config)
-    deployment = Deployment.from_settings(settings)
+    deployment = Deployment.from_environment()  # fail early with a clear message
+    KnowledgeBase(deployment.knowledge_base).check()  # … and not as a sensor traceback every 30 s
+    home = prepare_dagster_home(deployment.instance_config)
     owned = [deployment.store(), deployment.exports_store(), Store(str(home))]
-    claim_state(owned, settings.knowledge_base)  # the sensors never bring another knowledge base into this state
+    claim_state(owned, deployment.knowledge_base)  # the sensors never bring another knowledge base into this state
     command = [
         sys.executable,
         "-m",
@@ -34,16 +31,24 @@ def command_dev(args: argparse.Namespace) -> int:
         "--workspace",
         str(project_file("workspace.yaml")),
     ]
-    command += ["--host", args.host, "--port", str(args.port), "--trusted-hosts", settings.trusted_hosts]
-    environment = dev_environment(settings)
+    command += [
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        "--trusted-hosts",
+        deployment.page_access().trusted_hosts,
+    ]
+    environment = dev_environment(deployment)
     import dagster as dg
 
     with dg.DagsterInstance.get():  # storage created once, before Dagster and the review page open it side by side
         pass
-    review = [sys.executable, "-m", "atlas_pipeline.cli", "review", "--port", str(settings.review_port)]
+    port = deployment.review_policy().port
+    review = [sys.executable, "-m", "atlas_pipeline.cli", "review", "--port", str(port)]
     print(
         f"Dagster UI on http://{args.host}:{args.port} with the daemon (instance {home}), the review page on "
-        f"http://127.0.0.1:{settings.review_port}; Ctrl-C stops them all",
+        f"http://127.0.0.1:{port}; Ctrl-C stops them all",
         flush=True,
     )
     # Dagster in a process group of its own (same session), so that `atlas dev` decides how it stops: Ctrl-C is
@@ -106,11 +111,18 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def dev_environment(settings) -> dict[str, str]:
+LOCATION_VARIABLES = (
+    "ATLAS_KNOWLEDGE_BASE",
+    "ATLAS_ARTIFACTS",
+    "ATLAS_EXPORTS",
+    "ATLAS_SEEDS_DIR",
+    "ATLAS_INSTANCE_CONFIG",
+    "ATLAS_EXECUTOR_CONFIG",
+)
+
+
+def dev_environment(deployment) -> dict[str, str]:
     """The environment of the Dagster UI, daemon and review page: the resolved locations (they run in DAGSTER_HOME,
     where relative paths would mean something else)."""
-    env = dict(os.environ)
-    for name in ("knowledge_base", "artifacts", "exports", "seeds_dir", "instance_config", "executor_config"):
-        if getattr(settings, name):
-            env[f"ATLAS_{name.upper()}"] = getattr(settings, name)
-    return env
+    resolved = deployment.environment()
+    return dict(os.environ) | {name: resolved[name] for name in LOCATION_VARIABLES if resolved[name]}

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 
 
 def command_duplicates(args: argparse.Namespace) -> int:
@@ -17,10 +16,9 @@ def command_duplicates(args: argparse.Namespace) -> int:
     from atlas_pipeline.knowledge.duplicate_records import join, load_groups, load_splits, split
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import QUIET_RUN_CONFIG
-    from atlas_pipeline.store.files import Store
 
-    settings = load_settings()
-    store = Store(settings.artifacts)
+    deployment = Deployment.from_environment()
+    store = deployment.store()
     if args.action in ("split", "join"):
         if not args.key:
             print(f"atlas: `atlas duplicates {args.action}` needs a document KEY", file=sys.stderr)
@@ -31,13 +29,13 @@ def command_duplicates(args: argparse.Namespace) -> int:
             if args.key not in grouped:
                 print(f"atlas: {args.key} is in no duplicate group (see `atlas duplicates`)", file=sys.stderr)
                 return 2
-            split(store, args.key, by=args.reviewer or settings.reviewer or os.environ.get("USER", "unknown"))
+            split(store, args.key, by=deployment.person(args.reviewer))
         elif not join(store, args.key):
             print(f"atlas: {args.key} was not split", file=sys.stderr)
             return 2
-        prepare_dagster_home(settings.instance_config)
+        prepare_dagster_home(deployment.instance_config)
         with dg.DagsterInstance.get() as instance:  # the groups, task completion and exports follow now
-            build_definitions(settings).resolve_job_def("aggregates_job").execute_in_process(
+            build_definitions(deployment).resolve_job_def("aggregates_job").execute_in_process(
                 instance=instance, run_config=QUIET_RUN_CONFIG
             )
     groups = load_groups(store)

@@ -5,20 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
     """Measure the extractions against a gold file: accuracy, recall and precision of `verified` per field."""
-    from atlas_pipeline.config.settings import resolve_location
-    from atlas_pipeline.deployment import Deployment
+    from atlas_pipeline.core.locations import resolve_location
     from atlas_pipeline.outputs.evaluation import GoldError, evaluate_gold
     from atlas_pipeline.outputs.export_files import EVALUATION_STEM
     from atlas_pipeline.store.layout import export_path
 
-    settings = load_settings()
-    atlas = Deployment.from_settings(settings)
-    tolerance = settings.gold_tolerance if args.tolerance is None else args.tolerance
+    atlas = Deployment.from_environment()
+    tolerance = atlas.gold_tolerance if args.tolerance is None else args.tolerance
     if not 0 <= tolerance <= 1:
         print(f"atlas: --tolerance {tolerance} must be between 0 and 1 (a share: 0.005 is 0.5%)", file=sys.stderr)
         return 2

@@ -22,9 +22,9 @@ from atlas_pipeline.cli.show_settings import command_settings
 from atlas_pipeline.cli.sources import command_sources
 from atlas_pipeline.cli.status import command_status
 from atlas_pipeline.cli.users import add_users_parser
-from atlas_pipeline.config.redaction import install_log_redaction, redact
 from atlas_pipeline.config.review_folder import REVIEW_VARIABLE, ReviewFolderError, find_review
 from atlas_pipeline.config.settings import SettingsError, SettingsWarning
+from atlas_pipeline.core.redaction import install_log_redaction, redact
 from atlas_pipeline.core.templates import TemplateError
 from atlas_pipeline.extraction.prices import PriceError
 from atlas_pipeline.knowledge.state_owner import StateOwnerError

@@ -7,20 +7,18 @@ import sys
 from pathlib import Path
 
 from atlas_pipeline.cli.summary import document_states
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 
 
-def _rebuild_search(source, target, target_settings, states) -> None:
+def _rebuild_search(source, target, deployment: Deployment, states) -> None:
     """The search index is derived: it is rebuilt in the new deployment's backend (SQLite → PostgreSQL, say) from
     the migrated records, and its count printed beside the old index's (read only if it exists: an old deployment
     without one, or with a stale one, is not a failed migration)."""
-    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.search.backends import SQLITE_NAME, open_index
     from atlas_pipeline.search.refresh import refresh_index
-    from atlas_pipeline.store.files import Store
 
-    with Deployment.from_settings(target_settings).search_index(target) as index:
-        report = refresh_index(index, Store(target_settings.artifacts), states)
+    with deployment.search_index(target) as index:
+        report = refresh_index(index, deployment.store(), states)
     old = "none"
     old_sqlite = Path(source.storage_directory()) / SQLITE_NAME
     if old_sqlite.exists() or getattr(source.run_storage, "postgres_url", ""):
@@ -41,9 +39,8 @@ def command_migrate(args: argparse.Namespace) -> int:
 
     import dagster as dg
 
-    from atlas_pipeline.config.settings import resolve_location
+    from atlas_pipeline.core.locations import resolve_location
     from atlas_pipeline.defs.partitions import documents_partitions
-    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.migration import (
         MigrationError,
@@ -56,27 +53,27 @@ def command_migrate(args: argparse.Namespace) -> int:
     from atlas_pipeline.store import layout
     from atlas_pipeline.store.files import Store
 
-    target_settings = load_settings()
-    source_settings = target_settings.model_copy(
-        update={"artifacts": resolve_location(args.from_artifacts), "exports": resolve_location(args.from_exports)}
+    target_deployment = Deployment.from_environment()
+    source_deployment = target_deployment.with_values(
+        artifacts=resolve_location(args.from_artifacts), exports=resolve_location(args.from_exports)
     )
     source_home = Path(args.from_home).expanduser().resolve()
     if not (source_home / "dagster.yaml").is_file():
         print(f"atlas migrate: {source_home} holds no dagster.yaml (not a Dagster home)", file=sys.stderr)
         return 2
-    target_home = prepare_dagster_home(target_settings.instance_config)
+    target_home = prepare_dagster_home(target_deployment.instance_config)
     if target_home == source_home:
         print("atlas migrate: DAGSTER_HOME is the source home; point it at the new deployment's home", file=sys.stderr)
         return 2
     pairs = [
-        (source_settings.artifacts, target_settings.artifacts),
-        (source_settings.exports, target_settings.exports),
+        (source_deployment.store().location, target_deployment.store().location),
+        (source_deployment.exports_store().location, target_deployment.exports_store().location),
     ]
     if any(old == new for old, new in pairs):
         print("atlas migrate: ATLAS_ARTIFACTS/ATLAS_EXPORTS must differ from the source stores", file=sys.stderr)
         return 2
-    print(f"from: {source_home} + {source_settings.artifacts} + {source_settings.exports}")
-    print(f"to:   {target_home} + {target_settings.artifacts} + {target_settings.exports}")
+    print(f"from: {source_home} + {pairs[0][0]} + {pairs[1][0]}")
+    print(f"to:   {target_home} + {pairs[0][1]} + {pairs[1][1]}")
     progress = None if args.quiet else (lambda line: print(f"  {line}", flush=True))
     try:
         with (
@@ -100,9 +97,9 @@ def command_migrate(args: argparse.Namespace) -> int:
             )
             comparisons = verify_instance(source, target)
             run_differences = verify_runs(source, target)
-            before = document_states(source, Deployment.from_settings(source_settings))
-            after = document_states(target, Deployment.from_settings(target_settings))
-            _rebuild_search(source, target, target_settings, after)
+            before = document_states(source, source_deployment)
+            after = document_states(target, target_deployment)
+            _rebuild_search(source, target, target_deployment, after)
     except MigrationError as error:
         print(f"atlas migrate: {error}", file=sys.stderr)
         return 1

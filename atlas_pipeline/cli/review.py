@@ -8,7 +8,7 @@ import socket
 import sys
 
 from atlas_pipeline.config.hosts import LOOPBACK_ADDRESSES
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.accounts import AccountError, load_accounts
 
 
@@ -16,14 +16,14 @@ def command_review(args: argparse.Namespace) -> int:
     """Serve the review page on 127.0.0.1: each value beside its evidence, to approve, correct or reject."""
     import uvicorn
 
-    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.review_page.app import create_app
 
-    settings = load_settings()
-    home = prepare_dagster_home(settings.instance_config)
-    port = args.port or settings.review_port
-    if args.host not in LOOPBACK_ADDRESSES and settings.review_auth_header:
+    deployment = Deployment.from_environment()
+    access = deployment.page_access()
+    home = prepare_dagster_home(deployment.instance_config)
+    port = args.port or deployment.review_policy().port
+    if args.host not in LOOPBACK_ADDRESSES and access.auth_header:
         print(
             "atlas: behind a proxy that logs people in (ATLAS_REVIEW_AUTH_HEADER), the review page listens on "
             "127.0.0.1 and the proxy forwards to it: anyone reaching the page directly could send the header",
@@ -32,7 +32,7 @@ def command_review(args: argparse.Namespace) -> int:
         return 2
     if args.host not in LOOPBACK_ADDRESSES:
         try:
-            accounts = load_accounts(settings.review_users)
+            accounts = load_accounts(access.users_file)
         except AccountError as error:
             print(f"atlas: {error}", file=sys.stderr)
             return 2
@@ -49,9 +49,9 @@ def command_review(args: argparse.Namespace) -> int:
         print(f"atlas: cannot serve the review page on {args.host}:{port}: {problem}", file=sys.stderr)
         return 2
     print(f"review page on http://{args.host}:{port} (instance {home}); Ctrl-C stops it", flush=True)
-    app = create_app(Deployment.from_settings(settings), host=args.host)
+    app = create_app(deployment, host=args.host)
     # X-Forwarded-For/-Proto only from the documented proxy (ATLAS_REVIEW_AUTH_HEADER): never a local process's word
-    uvicorn.run(app, host=args.host, port=port, log_level="warning", proxy_headers=bool(settings.review_auth_header))
+    uvicorn.run(app, host=args.host, port=port, log_level="warning", proxy_headers=bool(access.auth_header))
     return 0
 
 

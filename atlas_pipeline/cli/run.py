@@ -11,7 +11,6 @@ from atlas_pipeline.cli.exit_status import EXIT_NOT_STARTED, exit_status
 from atlas_pipeline.cli.invocation import atlas_command
 from atlas_pipeline.cli.sources import print_sources
 from atlas_pipeline.cli.summary import document_states, print_summary, run_cost
-from atlas_pipeline.config.settings import load_settings
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -39,41 +38,38 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.store.layout import COMPLETION_PATH
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
-    settings = load_settings()
-    home = prepare_dagster_home(settings.instance_config)
-    atlas = Deployment.from_settings(settings)
-    defs = build_definitions(settings)
+    atlas = Deployment.from_environment()
+    home = prepare_dagster_home(atlas.instance_config)
+    defs = build_definitions(atlas)
     store = atlas.store()
     template, rule = atlas.load_template(), atlas.load_rule()  # a broken rule or template stops here
     atlas.open_knowledge_base().check()  # a knowledge base that is not there claims nothing
     if args.only:  # a key no document has is refused before anything is scanned or written
         unknown, known = unknown_keys(atlas.open_knowledge_base(), store, args.only)
         if unknown:
-            return _no_such_document(unknown, known, settings.knowledge_base)
+            return _no_such_document(unknown, known, atlas.knowledge_base)
     owned = [store, atlas.exports_store(), Store(str(home))]  # never two knowledge bases in one state
     unused = not load_catalog(store).active()  # a state with no document yet may still take another
-    claim_state(owned, settings.knowledge_base, args.knowledge_base_moved or unused)
-    print(f"knowledge base: {settings.knowledge_base}")
-    print(f"rule:           {settings.rule} ({atlas.mode(rule)} mode, template {template.code})")
+    claim_state(owned, atlas.knowledge_base, args.knowledge_base_moved or unused)
+    print(f"knowledge base: {atlas.knowledge_base}")
+    print(f"rule:           {atlas.rule_name} ({atlas.mode(rule)} mode, template {template.code})")
     print(f"parser:         {atlas.parser_choice().summary()}")
     print(f"dagster home:   {home}")
-    batch = args.batch or (settings.llm_concurrency if atlas.mode(rule) == "llm" else 1)
+    llm, second = atlas.llm_config(), atlas.second_llm_config()
+    batch = args.batch or (llm.concurrency if atlas.mode(rule) == "llm" else 1)
     if atlas.mode(rule) == "llm":
-        print(
-            f"llm:            {settings.llm_model}, {settings.llm_concurrency} request(s) in flight at most, "
-            f"{batch} document(s) a run"
-        )
-        if settings.llm_second_model:
-            endpoint = settings.llm_second_base_url or "the same endpoint"
-            print(f"second extractor: {settings.llm_second_model} ({endpoint}); differences go to a person")
+        print(f"llm:            {llm.model}, {llm.concurrency} request(s) in flight at most, {batch} document(s) a run")
+        if second is not None:
+            endpoint = second.base_url if second.base_url != llm.base_url else "the same endpoint"
+            print(f"second extractor: {second.model} ({endpoint}); differences go to a person")
     scan = refresh_catalog(atlas.open_knowledge_base(), store, progress=_scan_progress)
     print(f"scan: {scan.summary()}")
     with dg.DagsterInstance.get() as instance:
         for run_id in reap_dead_runs(instance):
             print(f"run {run_id[:8]} had lost its process: marked failed, its document runs again")
-        batch_mode = settings.llm_batch and atlas.mode(rule) == "llm" and not args.estimate
+        batch_mode = atlas.llm_batch and atlas.mode(rule) == "llm" and not args.estimate
         if batch_mode:  # answers that arrived: their documents are `waiting`, so they run below and are graded
-            batch_tick(settings, store, "start")
+            batch_tick(atlas, store, "start")
         existing = set(instance.get_dynamic_partitions(documents_partitions.name))
         facts = InstanceFacts(instance, store, atlas.extraction_version().tag)
         plan = plan_runs(scan.catalog, existing, facts, only=set(args.only or ()) or None, force=args.force)
@@ -81,7 +77,7 @@ def command_run(args: argparse.Namespace) -> int:
         if args.only:
             gone = sorted(set(args.only) - {entry.key for entry in entries})  # removed since the last scan
             if gone:
-                return _no_such_document(gone, {entry.key for entry in entries}, settings.knowledge_base)
+                return _no_such_document(gone, {entry.key for entry in entries}, atlas.knowledge_base)
             entries = [entry for entry in entries if entry.key in set(args.only)]
         if not args.estimate:  # reviewed workbooks, as the review sensor takes them in: before any extraction, so
             # their decisions are recorded on the extraction the workbook showed, before this run may make another
@@ -101,7 +97,7 @@ def command_run(args: argparse.Namespace) -> int:
         if args.estimate:
             if plan.new_partitions:
                 instance.add_dynamic_partitions(documents_partitions.name, plan.new_partitions)
-            return _print_estimate(settings, atlas, store, [entry for entry in entries if entry.key in set(keys)])
+            return _print_estimate(atlas, store, [entry for entry in entries if entry.key in set(keys)])
 
         def reviews_behind(keys: list[str]) -> list[str]:
             marks, candidates = decision_marks(store), set(keys)
@@ -109,7 +105,7 @@ def command_run(args: argparse.Namespace) -> int:
 
         exports = atlas.exports_store()
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
-        aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if settings.gold else ())
+        aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if atlas.gold() else ())
         made = aggregate_facts(
             instance, aggregates, scan.catalog, load_splits(store).changed_at, exported, atlas.final_values_policy()
         )
@@ -124,7 +120,7 @@ def command_run(args: argparse.Namespace) -> int:
                 if signum is not None:
                     return 128 + signum
                 if batch_mode:  # the requests this run queued go out now, as one batch
-                    _send_batch(settings, store, keys)
+                    _send_batch(atlas, store, keys)
             elif step.kind == StepKind.MERGE_REVIEWS:  # decisions made on the review page or imported
                 for key in step.keys:
                     defs.resolve_job_def("review_job").execute_in_process(
@@ -148,7 +144,7 @@ def command_run(args: argparse.Namespace) -> int:
                         instance=instance, run_config=QUIET_RUN_CONFIG
                     )
         if batch_mode and StepKind.EXTRACT not in {step.kind for step in steps}:
-            _send_batch(settings, store, keys)
+            _send_batch(atlas, store, keys)
         if StepKind.REFRESH_AGGREGATES not in {step.kind for step in steps}:
             print("task completion and exports are up to date: not refreshed")
         states = document_states(instance, atlas)
@@ -181,10 +177,10 @@ def command_run(args: argparse.Namespace) -> int:
         not_written = files_not_written(instance)
         for path, reason in not_written.items():
             print(f"  not written: {exports.url(path)}: {reason} (every other file was)")
-        if settings.llm_second_model:
+        if second is not None:
             print(f"  {AGREEMENT.holds}: {exports.url(AGREEMENT.path())}")
         atlas_cli = atlas_command()
-        print(f"  review them: `{atlas_cli} review` (http://127.0.0.1:{settings.review_port})")
+        print(f"  review them: `{atlas_cli} review` ({atlas.review_policy().page_url})")
         print(f"  search them: `{atlas_cli} search WORDS`")
         print_sources(atlas)
     return exit_status(states, set(keys), not_written)
@@ -229,11 +225,11 @@ def _extract(keys, args, defs, instance, batch, store, atlas, seconds_each) -> i
     return received.get("signal", signal.SIGINT)
 
 
-def _send_batch(settings, store, keys: list[str]) -> None:
+def _send_batch(atlas, store, keys: list[str]) -> None:
     """Batch API mode, at the end of a pass: what this run queued goes out as one batch."""
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
-    batch_tick(settings, store, "end")
+    batch_tick(atlas, store, "end")
     waiting = [
         key for key in keys if (r := read_record(store, key, "extraction", ExtractionRecord)) and r.status == "waiting"
     ]
@@ -315,7 +311,7 @@ def _scan_progress(done: int, total: int) -> None:
     print(f"scanning the knowledge base: {done:,} of {total:,} files", flush=True)
 
 
-def _print_estimate(settings, atlas, store, entries) -> int:
+def _print_estimate(atlas, store, entries) -> int:
     """``atlas run --estimate``: what the run would send and cost; nothing is parsed or sent."""
     from atlas_pipeline.extraction.document_extraction import estimate_extractions
 
@@ -326,11 +322,12 @@ def _print_estimate(settings, atlas, store, entries) -> int:
     llm = atlas.llm_client(cache=store)
     print(f"estimate (nothing sent): {len(entries)} document(s) to extract; prices: {atlas.price_file()}")
     estimate = estimate_extractions(atlas.open_knowledge_base(), store, entries, atlas.load_template(), rule, llm)
-    for line in estimate.lines(settings.llm_concurrency):
+    for line in estimate.lines(llm.config.concurrency):
         print(line)
-    if settings.llm_second_model:
+    second = atlas.second_llm_config()
+    if second is not None:
         print(
-            f"second extractor {settings.llm_second_model}: as many requests and tokens again (its own prices), "
+            f"second extractor {second.model}: as many requests and tokens again (its own prices), "
             "plus one follow-up request per document where neither finds a required field"
         )
     if estimate.cost is None:
@@ -338,13 +335,11 @@ def _print_estimate(settings, atlas, store, entries) -> int:
     return 0
 
 
-def batch_tick(settings, store, when: str) -> None:
+def batch_tick(deployment, store, when: str) -> None:
     """Batch API mode: take in what arrived and submit what is queued (``atlas run`` at its start and end); the
     documents that read their answers since are no longer ready."""
-    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.store.records import ExtractionRecord, read_record
 
-    deployment = Deployment.from_settings(settings)
     print(f"Batch API ({when}): {deployment.llm_client(cache=store).batch_tick().summary()}")
     queue = deployment.batch_queue(store)
     for key in queue.ready():

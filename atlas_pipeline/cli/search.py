@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 
 
 def command_search(args: argparse.Namespace) -> int:
@@ -14,15 +14,11 @@ def command_search(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from atlas_pipeline.ops.instance import prepare_dagster_home
-    from atlas_pipeline.search.backends import open_index
     from atlas_pipeline.search.entries import QueryTooLongError
 
-    settings = load_settings()
-    prepare_dagster_home(settings.instance_config)
-    with (
-        dg.DagsterInstance.get() as instance,
-        open_index(settings.search_backend, settings.search_sqlite, instance) as index,
-    ):
+    deployment = Deployment.from_environment()
+    prepare_dagster_home(deployment.instance_config)
+    with dg.DagsterInstance.get() as instance, deployment.search_index(instance) as index:
         started = time.perf_counter()
         try:
             hits = index.search(args.query, args.status, args.field, args.source, max(1, args.limit))

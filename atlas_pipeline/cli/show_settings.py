@@ -19,7 +19,7 @@ def command_settings(args: argparse.Namespace) -> int:
         if row.group != group:
             print(f"{'' if group is None else chr(10)}# {row.group}: {SETTING_GROUPS[row.group][0]}")
             group = row.group
-        value = getattr(current, row.variable.removeprefix("ATLAS_").lower())
+        value = current.value(row.variable.removeprefix("ATLAS_").lower())
         if hasattr(value, "get_secret_value"):
             value = "(set)" if value.get_secret_value() else "(empty)"
         print(f"{row.variable:<34} {value!s:<40} {row.description}")

@@ -6,26 +6,24 @@ import argparse
 
 from atlas_pipeline.cli.sources import print_sources
 from atlas_pipeline.cli.summary import document_states, print_summary
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 
 
 def command_status(args: argparse.Namespace) -> int:
     """Task completion computed live from the instance (pending and running documents included)."""
     import dagster as dg
 
-    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.ops.runs import reap_dead_runs
 
-    settings = load_settings()
-    deployment = Deployment.from_settings(settings)
-    prepare_dagster_home(settings.instance_config)
+    deployment = Deployment.from_environment()
+    prepare_dagster_home(deployment.instance_config)
     with dg.DagsterInstance.get() as instance:
         reap_dead_runs(instance)
         states = document_states(instance, deployment)
     print_summary(states)
     print_sources(deployment)
-    if settings.llm_batch:
+    if deployment.llm_batch:
         print_batches(deployment.store())
     if args.documents:
         for state in states:

@@ -6,7 +6,7 @@ import argparse
 import getpass
 import sys
 
-from atlas_pipeline.config.settings import load_settings
+from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.accounts import ROLES, AccountError, add_account, change_account, load_accounts
 
 
@@ -26,16 +26,14 @@ def _assign(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from atlas_pipeline.cli.summary import document_states
-    from atlas_pipeline.deployment import Deployment
     from atlas_pipeline.ops.instance import prepare_dagster_home
     from atlas_pipeline.outputs.study_report import studies
     from atlas_pipeline.review.extraction_team import assign, load_assignments, round_robin, teams
     from atlas_pipeline.review.study_values import load_choices
 
-    settings = load_settings()
-    deployment = Deployment.from_settings(settings)
-    store = deployment.store()
-    accounts = load_accounts(settings.review_users)
+    deployment = Deployment.from_environment()
+    store, extractors = deployment.store(), deployment.review_policy().extractors
+    accounts = load_accounts(deployment.page_access().users_file)
     names = args.to or [name for name, account in accounts.items() if account.role == "extractor"]
     unknown = [name for name in args.to if name not in accounts] if accounts else []
     if unknown:
@@ -43,16 +41,16 @@ def _assign(args: argparse.Namespace) -> int:
     if not args.round_robin:
         if not args.name:
             raise AccountError("`atlas users assign KEY --to NAME …` (or --round-robin)")
-        team = teams(store, [args.name], settings.review_extractors)[args.name]
+        team = teams(store, [args.name], extractors)[args.name]
         if team.open:
             raise AccountError(f"{args.name} is compared already: its extractors stay who they were")
         assign(store, {args.name: args.to}, by="atlas users")
         print(f"{args.name}: " + (f"extracted by {' and '.join(args.to)}" if args.to else "whoever starts first"))
         return 0
-    prepare_dagster_home(settings.instance_config)  # $DAGSTER_HOME, or var/dagster_home as every command
+    prepare_dagster_home(deployment.instance_config)  # $DAGSTER_HOME, or var/dagster_home as every command
     with dg.DagsterInstance.get() as instance:
         states = document_states(instance, deployment)
-    taken = {key for key, t in teams(store, [s.key for s in states], settings.review_extractors).items() if t.started}
+    taken = {key for key, t in teams(store, [s.key for s in states], extractors).items() if t.started}
     taken |= set(load_assignments(store))
     groups = [
         [report.key for report in study.reports]
@@ -60,7 +58,7 @@ def _assign(args: argparse.Namespace) -> int:
         if not any(report.key in taken for report in study.reports)
     ]
     try:
-        shared = round_robin(groups, names, settings.review_extractors)
+        shared = round_robin(groups, names, extractors)
     except ValueError as error:
         raise AccountError(str(error)) from None
     count = assign(store, shared, by="atlas users")
@@ -71,7 +69,7 @@ def _assign(args: argparse.Namespace) -> int:
 def command_users(args: argparse.Namespace) -> int:
     """Manage the review page's accounts: list, add NAME --role R, role NAME R, passwd NAME, remove NAME; and who
     extracts what: assign KEY --to NAME --to NAME, assign --round-robin."""
-    path = load_settings().review_users
+    path = Deployment.from_environment().page_access().users_file
     try:
         if args.action == "assign":
             return _assign(args)

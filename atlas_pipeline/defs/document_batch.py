@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import dagster as dg
 
-from atlas_pipeline.config.redaction import redact, secrets_masked_in_errors
+from atlas_pipeline.core.redaction import redact, secrets_masked_in_errors
 from atlas_pipeline.dagster_internals import add_step_metadata, step_of
 
 T = TypeVar("T")

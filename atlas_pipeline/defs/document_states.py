@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.document_status import RunFacts
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.statuses import Stage
 from atlas_pipeline.dagster_internals import AssetPartitionStatus, SerializableErrorInfo
 from atlas_pipeline.defs.asset_names import (

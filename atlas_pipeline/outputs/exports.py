@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from atlas_pipeline.config.redaction import redact, redact_value, secret_values
+from atlas_pipeline.core.redaction import redact, redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts, entry_in_range
 from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
 from atlas_pipeline.outputs.analysis_files import (

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import RATIOS, Entry, arm_rows, entry_key

@@ -12,8 +12,8 @@ import hashlib
 import json
 import re
 from importlib.metadata import version
+from typing import Literal
 
-from atlas_pipeline.config.settings import PdfEngine, setting_default
 from atlas_pipeline.parsing.errors import (
     DocumentError,
     LockedDocumentError,
@@ -43,22 +43,19 @@ PARSER_REVISION = 7  # 2: page markers, unreadable glyphs as �; 3: pages salva
 # 5: TeX math fonts mapped; 6: JATS article ids; 7: engine auto (the layout model only on pages that need it)
 
 
-_ENGINE: PdfEngine = setting_default("pdf_engine")
-_OCR: bool = setting_default("ocr")
-_OCR_LANGUAGE: str = setting_default("ocr_language")
-_OCR_MAX_TEXT_CHARS: int = setting_default("ocr_max_text_chars")
+PdfEngine = Literal["auto", "layout", "legacy"]
 
 
 class ParseOptions(dict):
-    """Options that change parse output (and so belong in the cache key); the defaults are the ``ATLAS_*``
-    settings' (defined there once)."""
+    """Options that change parse output (and so belong in the cache key). The defaults are defined here, once: the
+    ``ATLAS_PDF_ENGINE`` and ``ATLAS_OCR*`` settings take theirs from this class."""
 
     def __init__(
         self,
-        engine: PdfEngine = _ENGINE,
-        ocr: bool = _OCR,
-        ocr_language: str = _OCR_LANGUAGE,
-        ocr_max_text_chars: int | None = _OCR_MAX_TEXT_CHARS,
+        engine: PdfEngine = "auto",
+        ocr: bool = True,
+        ocr_language: str = "eng",
+        ocr_max_text_chars: int | None = 200,  # pages with more text of their own are not OCR'd (None: always ask)
     ) -> None:
         super().__init__(engine=engine, ocr=ocr, ocr_language=ocr_language, ocr_max_text_chars=ocr_max_text_chars)
 

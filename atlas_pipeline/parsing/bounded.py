@@ -41,8 +41,8 @@ class ParseLimits:
     """Per-document parse limits (``ATLAS_PARSE_TIMEOUT_SECONDS``, ``ATLAS_PARSE_MEMORY_MB``); where none are given
     a document is parsed in the calling process without limits (the library's own behaviour)."""
 
-    seconds: float
-    memory_mb: float
+    seconds: float = 600.0
+    memory_mb: float = 4096.0  # resident memory of the process parsing one document
 
 
 class ParseLimitError(UnreadableDocumentError):

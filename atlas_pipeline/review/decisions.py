@@ -24,12 +24,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.clock import now_stamp
 from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.core.numbers import NotANumber, read_number
 from atlas_pipeline.core.p_values import parse_p
 from atlas_pipeline.core.plausibility import MAX_MAGNITUDE, value_problem
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.templates import TemplateField, entry_field_name, entry_field_parts
 from atlas_pipeline.grading.locations import EvidenceScope
 from atlas_pipeline.review.person_quotes import QuoteCheck, Selection, check_quote

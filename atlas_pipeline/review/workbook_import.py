@@ -20,9 +20,9 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, Field
 
-from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.clock import now_iso
 from atlas_pipeline.core.hashing import sha256_of
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.knowledge.partition_keys import is_safe_key

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
 from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg
 from atlas_pipeline.outputs.study_labels import study_labels

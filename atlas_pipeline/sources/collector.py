@@ -22,6 +22,7 @@ from atlas_pipeline.parsing.media import HTML, IMAGE_TYPES, JATS, MARKDOWN, PDF,
 from atlas_pipeline.sources.config import Source
 from atlas_pipeline.sources.http import DisallowedError, FetchError, PoliteClient, domain_of
 from atlas_pipeline.sources.pace import domain_interval, items_per_tick, pace_factor
+from atlas_pipeline.sources.politeness import Politeness
 from atlas_pipeline.sources.state import (
     PAUSE_AFTER_FAILURES,
     Domains,
@@ -44,15 +45,6 @@ EXTENSIONS = {
     **{image: "." + image.split("/")[1] for image in IMAGE_TYPES},
 }
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-@dataclass(frozen=True, slots=True)
-class Politeness:
-    """What every request of a pass obeys (from the settings)."""
-
-    user_agent: str
-    max_bytes: int
-    backlog_threshold: int = 50
 
 
 @dataclass

@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from atlas_pipeline.config.settings import is_url
 from atlas_pipeline.core.errors import AtlasError
+from atlas_pipeline.core.locations import is_url
 
 
 def _file_mode() -> int:

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.statuses import DocumentStatus, Stage
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import record_path

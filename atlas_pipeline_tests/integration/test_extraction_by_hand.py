@@ -41,7 +41,7 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
     from atlas_pipeline.review_page.app import create_app
 
     settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
-    assert not settings.llm_base_url and atlas.mode(atlas.load_rule()) == "skip"  # the embedded default
+    assert not settings.llm.base_url and atlas.mode(atlas.load_rule()) == "skip"  # the embedded default
     defs, record = processed_by_hand(knowledge_base, settings, atlas, instance)
     assert record.mode == "skip" and all(v["tier"] == "not_extracted" for v in record.values().values())
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version, "reviewer": "ana"}
@@ -159,7 +159,7 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
 
     assert defs.resolve_job_def("review_job").execute_in_process(partition_key=KEY, instance=instance).success
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
-    fields = pl.read_parquet(f"{settings.exports}/atlas_fields.parquet")
+    fields = pl.read_parquet(f"{settings.project.exports}/atlas_fields.parquet")
     rows = {row["field"]: row for row in fields.filter(pl.col("document_key") == KEY).iter_rows(named=True)}
     assert len([n for n in rows if "[" not in n]) == len(atlas.load_template().fields)  # every field, by hand
     age = rows["age_control"]
@@ -174,6 +174,6 @@ def test_a_person_extracts_by_hand_in_the_default_mode_and_the_exports_carry_it(
     assert rows["outcomes[1001].mean_intervention"]["provenance"] == "reviewer_added"
     assert rows["outcomes[1001].n_comparator"]["provenance"] == "rejected"
     assert rows["outcomes[1001].mean_intervention"]["corrected_quote_tier"] == "verified"
-    results = pl.read_csv(f"{settings.exports}/atlas_revman_study_results.csv", infer_schema=False)
+    results = pl.read_csv(f"{settings.project.exports}/atlas_revman_study_results.csv", infer_schema=False)
     notes = " ".join(results["Footnotes"].fill_null(""))
     assert f'"{row_words}"' in notes, notes  # the grid cell's quote in RevMan's footnote

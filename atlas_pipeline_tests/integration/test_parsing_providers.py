@@ -135,7 +135,7 @@ def test_mineru_hosted_task_api_uploads_polls_and_fetches_without_leaking_the_to
     assert upload["size"] == corpus_file(TEXT_PDF).stat().st_size
     assert set(parse.timings) >= {"upload_seconds", "queue_and_parse_seconds", "provider_seconds"}
     assert "Lidocaine" in load_markdown(atlas.store(), parse) or "lidocaine" in load_markdown(atlas.store(), parse)
-    for path in (Path(atlas.settings.artifacts)).rglob("*.json"):
+    for path in (Path(atlas.settings.project.artifacts)).rglob("*.json"):
         assert token not in path.read_text(errors="replace")
     asked_again_if_not_kept(defs, instance, atlas, "PMC3508963.pdf", lambda: provider.requests("/api/v4/"))
 
@@ -179,7 +179,7 @@ def asked_again_if_not_kept(defs, instance, atlas, key: str, calls) -> None:
     before, markdown = len(calls()), load_markdown(atlas.store(), parse_of(atlas, key))
     assert run_document(defs, instance, key).success
     assert parse_of(atlas, key).cached and len(calls()) == before
-    shutil.rmtree(Path(atlas.settings.artifacts) / "parsed")
+    shutil.rmtree(Path(atlas.settings.project.artifacts) / "parsed")
     assert run_document(defs, instance, key).success
     again = parse_of(atlas, key)
     assert not again.cached and again.provider_cached and len(calls()) == before

@@ -298,7 +298,7 @@ def test_the_spreadsheet_round_trip_applies_good_rows_and_refuses_bad_ones_with_
     (inbox / "broken.xlsx").write_bytes(b"PK\x03\x04 not really")
     (inbox / "old.xls").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1 Excel 97-2003")
     (inbox / "~$second.xlsx").write_bytes(b"Excel's lock file")
-    settings = run.settings.model_copy(update={"review_inbox": str(inbox), "reviewer": "erin"})
+    settings = run.settings.updated(review_inbox=str(inbox), reviewer="erin")
     defs = build_definitions(settings)
     sensor = defs.resolve_sensor_def("review_sensor")
     resources = {"atlas": AtlasResource.from_deployment(Deployment.from_settings(settings))}
@@ -416,7 +416,7 @@ def test_the_review_page_refuses_what_it_must_and_shows_no_secret(llm_server, ru
         assert "uploads/new trial.html is already in the knowledge base" in page
         body, headers = multipart("documents", ".hidden.pdf", b"%PDF-1.4")
         assert "is not a document file name" in http_request(f"{site}/upload", body, headers)[1]
-    listed = run.settings.model_copy(update={"trusted_hosts": "Review.Lab.example, "})  # ATLAS_TRUSTED_HOSTS
+    listed = run.settings.updated(trusted_hosts="Review.Lab.example, ")  # ATLAS_TRUSTED_HOSTS
     with serve(create_app(Deployment.from_settings(listed), instance=lambda: instance)) as site:
         assert http_request(f"{site}/", headers={"Host": "review.lab.example:3001"})[0] == 200
         assert http_request(f"{site}/", headers={"Host": "attacker.example"})[0] == 400

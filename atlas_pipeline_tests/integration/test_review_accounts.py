@@ -60,7 +60,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
     settings, atlas = settings_for(knowledge_base, review_extractors="1"), atlas_for(knowledge_base)
     _, record = processed_by_hand(knowledge_base, settings, atlas, instance)
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version}
-    env = {"PATH": str(BIN), "HOME": str(tmp_path), "ATLAS_REVIEW_USERS": settings.review_users}
+    env = {"PATH": str(BIN), "HOME": str(tmp_path), "ATLAS_REVIEW_USERS": settings.review.users}
 
     # no account: open on this machine, and `atlas review` will not listen beyond it
     refused = subprocess.run(
@@ -148,7 +148,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
     )
     assert refused.returncode == 2 and "listens on 127.0.0.1 and the proxy forwards to it" in refused.stderr
 
-    proxied = settings.model_copy(update={"review_auth_header": "X-Forwarded-User"})
+    proxied = settings.updated(review_auth_header="X-Forwarded-User")
     with serve(create_app(Deployment.from_settings(proxied), instance=lambda: instance)) as site:
         assert (
             _post(f"{site}/documents/{KEY}/fields/age_control", {**shown, "action": "correct", "value": "11"})[0] == 401
@@ -158,7 +158,7 @@ def test_a_team_logs_in_and_decisions_carry_the_login(knowledge_base, settings_f
         # a name the proxy passes without an account is an extractor: Ana's extraction is compared, not hers to join
         status, body = http_request(f"{site}/documents/{KEY}/fields/age_control", form, headers)
         assert status == 409 and "is compared" in body
-        add_account(settings.review_users, "Dan", "adjudicator", None)  # proxy only, no password
+        add_account(settings.review.users, "Dan", "adjudicator", None)  # proxy only, no password
         assert http_request(f"{site}/documents/{KEY}/fields/age_control", form, headers)[0] == 200
         assert (load_decisions(atlas.store(), KEY)[-1].reviewer, load_decisions(atlas.store(), KEY)[-1].role) == (
             "Dan",

@@ -56,8 +56,8 @@ def page_for(knowledge_base, settings_for, instance, monkeypatch):
 
     def make(clock: Clock | None = None, **extra: str):
         settings = settings_for(knowledge_base, **extra)
-        for name in {"Ana Lima", "Dan"} - set(load_accounts(settings.review_users)):
-            add_account(settings.review_users, name, "extractor", PASSWORD)
+        for name in {"Ana Lima", "Dan"} - set(load_accounts(settings.review.users)):
+            add_account(settings.review.users, name, "extractor", PASSWORD)
         app = review_app.create_app(Deployment.from_settings(settings), instance=lambda: instance)
         if clock is not None:
             app.state.page.sessions.guard.clock = clock

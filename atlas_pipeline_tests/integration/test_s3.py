@@ -27,7 +27,10 @@ def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, ins
     }
     settings = load_settings(env)
     atlas = Deployment.from_settings(settings)
-    assert [f.path for f in KnowledgeBase(settings.knowledge_base).list()] == ["PMC3508963.pdf", "sub dir/broken.pdf"]
+    assert [f.path for f in KnowledgeBase(settings.project.knowledge_base).list()] == [
+        "PMC3508963.pdf",
+        "sub dir/broken.pdf",
+    ]
 
     harness = SensorHarness(instance, settings, atlas)
     requests = harness.tick().run_requests

@@ -24,7 +24,7 @@ def test_six_hundred_small_files_all_end_done(instance, knowledge_base, settings
     settings, atlas = settings_for(knowledge_base, **per_tick), atlas_for(knowledge_base, **per_tick)
     harness = SensorHarness(instance, settings, atlas)
     requested: list[str] = []
-    for _ in range(SMALL_FILES // settings.sensor_max_runs_per_tick + 2):
+    for _ in range(SMALL_FILES // settings.runtime.sensor_max_runs_per_tick + 2):
         requested += [request.partition_key for request in harness.tick().run_requests]
     assert len(harness.partitions) == SMALL_FILES
     assert sorted(requested) == sorted(harness.partitions)  # each requested exactly once, over several ticks

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT
-from atlas_pipeline.sources.collector import Collector, Politeness
+from atlas_pipeline.sources.collector import Collector
 from atlas_pipeline.sources.config import Source, SourcesError, load_sources
 from atlas_pipeline.sources.pace import pace_factor
+from atlas_pipeline.sources.politeness import Politeness
 from atlas_pipeline.sources.state import load_state, resume
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import provenance_path

@@ -71,7 +71,10 @@ def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, sett
         _post(f"{site}/studies/links", {"key": JATS, "action": "unlink", "reviewer": "dan"})
 
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
-    rows = {r["field"]: r for r in pl.read_parquet(f"{settings.exports}/atlas_studies.parquet").iter_rows(named=True)}
+    rows = {
+        r["field"]: r
+        for r in pl.read_parquet(f"{settings.project.exports}/atlas_studies.parquet").iter_rows(named=True)
+    }
     assert (rows["study_design"]["state"], rows["study_design"]["reports"]) == ("agreed", 2)
     chosen = rows["n_treatment"]
     assert (chosen["study_id"], chosen["value"], chosen["state"], chosen["source_report"]) == (
@@ -81,7 +84,7 @@ def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, sett
         JATS,
     )
     assert chosen["chosen_by"] == "dan" and f"{PDF}: 18" in chosen["values_by_report"]
-    fields = pl.read_parquet(f"{settings.exports}/atlas_fields.parquet")
+    fields = pl.read_parquet(f"{settings.project.exports}/atlas_fields.parquet")
     assert set(fields["study_id"].unique()) == {STUDY}
-    documents = pl.read_parquet(f"{settings.exports}/atlas_documents.parquet")
+    documents = pl.read_parquet(f"{settings.project.exports}/atlas_documents.parquet")
     assert set(documents["study_id"]) == {STUDY} and documents.filter(pl.col("document_key") == JATS)["year"][0] == 2013

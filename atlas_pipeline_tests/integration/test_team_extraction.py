@@ -47,13 +47,13 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     shown = {"sha256": record.sha256, "extraction_version": record.extraction_version}
     for name, role in (("Ana", "extractor"), ("Ben", "extractor"), ("Carla", "extractor"), ("Dan", "adjudicator")):
-        add_account(settings.review_users, name, role, PASSWORD)
+        add_account(settings.review.users, name, role, PASSWORD)
     store = atlas.store()
     # `atlas users assign --round-robin` as the docs say it, DAGSTER_HOME unset: every study to two extractors
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | {
-        "ATLAS_REVIEW_USERS": settings.review_users,
-        "ATLAS_ARTIFACTS": settings.artifacts,
-        "ATLAS_KNOWLEDGE_BASE": settings.knowledge_base,
+        "ATLAS_REVIEW_USERS": settings.review.users,
+        "ATLAS_ARTIFACTS": settings.project.artifacts,
+        "ATLAS_KNOWLEDGE_BASE": settings.project.knowledge_base,
     }
     shared = subprocess.run(
         [str(BIN / "atlas"), "users", "assign", "--round-robin"], env=env, cwd=tmp_path, capture_output=True, text=True
@@ -169,7 +169,7 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
     filled = _workbook(tmp_path / "exports" / "atlas_documents.xlsx", {"p_value": {"decision": "approve"}}, inbox / "x")
     (inbox / "x").unlink()
     (inbox / "dropped.xlsx").write_bytes(filled)
-    inboxed = settings.model_copy(update={"review_inbox": str(inbox)})
+    inboxed = settings.updated(review_inbox=str(inbox))
     from atlas_pipeline.definitions import build_definitions
 
     defs = build_definitions(inboxed)

@@ -1,7 +1,8 @@
 """The floors of the code hold (pyproject.toml, ``[tool.importlinter]``): each package imports only the floors below
-it — core at the bottom, then config, store, the library stages, the read model, outputs and search, the Dagster
-floor, the commands and apps —, the library never imports Dagster, the Dagster floor and the review page never read
-a setting (they are given a Deployment), and no two modules import each other, counting imports inside functions
+it — core at the bottom, then store, the library stages, the read model, outputs and search, the settings (above the
+library, whose value objects give them their defaults), the Deployment, the Dagster floor, the commands and apps —,
+the library never imports Dagster, the Dagster floor, the review page and the commands never read a setting (they
+are given a Deployment), and no two modules import each other, counting imports inside functions
 too. The same check fails on back-edges and a cycle planted in a copy of the package."""
 
 import os
@@ -46,7 +47,7 @@ def test_a_planted_back_edge_breaks_them(tmp_path):
     copy = tmp_path / "atlas_pipeline"
     shutil.copytree(PROJECT_ROOT / "atlas_pipeline", copy, ignore=shutil.ignore_patterns("__pycache__"))
     settings = copy / "config" / "settings.py"
-    planted = "\n\ndef _planted():\n    from atlas_pipeline.store.files import Store\n\n    return Store\n"
+    planted = "\n\ndef _planted():\n    from atlas_pipeline.deployment import Deployment\n\n    return Deployment\n"
     settings.write_text(settings.read_text() + planted)  # hidden in a function: counted all the same
     plain = copy / "parsing" / "plain.py"
     plain.write_text(plain.read_text() + "\n\ndef _planted_too():\n    import dagster\n\n    return dagster\n")
@@ -62,6 +63,8 @@ def test_a_planted_back_edge_breaks_them(tmp_path):
     )
     sensors = copy / "defs" / "sensors.py"  # the Dagster floor reading a setting itself
     sensors.write_text(sensors.read_text() + "\n\nfrom atlas_pipeline.config.settings import load_settings  # noqa\n")
+    status = copy / "cli" / "status.py"  # a command reading a setting itself, not through its Deployment
+    status.write_text(status.read_text() + "\n\nfrom atlas_pipeline.config.settings import load_settings  # noqa\n")
     entries = copy / "search" / "entries.py"  # a cycle: refresh imports entries, entries now imports refresh
     entries.write_text(
         entries.read_text()
@@ -70,10 +73,11 @@ def test_a_planted_back_edge_breaks_them(tmp_path):
     result = _lint(tmp_path, tmp_path)
     said = result.stdout + result.stderr
     assert result.returncode != 0, said
-    assert "atlas_pipeline.config.settings -> atlas_pipeline.store.files" in said
+    assert "atlas_pipeline.config.settings -> atlas_pipeline.deployment" in said
     assert "atlas_pipeline.parsing.plain -> dagster" in said
     assert "atlas_pipeline.extraction.llm.client -> atlas_pipeline.outputs.exports" in said
     assert "atlas_pipeline.core.numbers -> atlas_pipeline.config.settings" in said
     assert "atlas_pipeline.defs.sensors -> atlas_pipeline.config.settings" in said
+    assert "atlas_pipeline.cli.status -> atlas_pipeline.config.settings" in said
     assert "No cycles are allowed in atlas_pipeline.search" in said
     assert "4 broken" in said

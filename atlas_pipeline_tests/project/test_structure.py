@@ -12,13 +12,16 @@ import textwrap
 
 import dagster as dg
 
-from atlas_pipeline.config.settings import PROJECT_ROOT, AtlasSettings, load_settings
+from atlas_pipeline.config.settings import PROJECT_ROOT, SETTINGS, load_settings
 from atlas_pipeline.definitions import build_definitions
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES, DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.extraction.llm import LLMConfig
 from atlas_pipeline.parsing import ParseOptions
+from atlas_pipeline.parsing.bounded import ParseLimits
+from atlas_pipeline.parsing.providers import ProviderLimits
+from atlas_pipeline.sources.politeness import Politeness
 
 PACKAGE = PROJECT_ROOT / "atlas_pipeline"
 
@@ -132,26 +135,26 @@ def test_the_resource_carries_every_setting_and_makes_the_same_deployment(monkey
     settings = load_settings({"ATLAS_LLM_API_KEY": "sk-secret", "ATLAS_OCR": "false", "ATLAS_LLM_CONCURRENCY": "3"})
     resource = AtlasResource.from_deployment(Deployment.from_settings(settings))
     assert "sk-secret" not in str(resource.environment) and "ATLAS_LLM_API_KEY" not in resource.environment
-    secrets = {name for name, field in AtlasSettings.model_fields.items() if field.annotation.__name__ == "SecretStr"}
+    secrets = {name for name, setting in SETTINGS.items() if setting.field.annotation.__name__ == "SecretStr"}
     assert secrets <= set(AtlasResource.model_fields), "every secret an EnvVar field of the resource"
     assert "llm_api_key" in secrets and "llm_second_api_key" in secrets
-    assert set(resource.environment) == {f"ATLAS_{name.upper()}" for name in set(AtlasSettings.model_fields) - secrets}
+    assert set(resource.environment) == {f"ATLAS_{name.upper()}" for name in set(SETTINGS) - secrets}
     with dg.build_resources({"atlas": resource}) as built:
         deployment = built.atlas.deployment
     assert deployment.settings == settings  # secrets resolved from the environment at run time
     assert deployment.llm_config().api_key == "sk-secret" and deployment.llm_config().concurrency == 3
     assert deployment.extraction_version() == Deployment.from_settings(settings).extraction_version()
-    fields = AtlasSettings.model_fields
-    for field in dataclasses.fields(LLMConfig):
-        if field.name not in ("base_url", "api_key"):
-            assert field.default == fields[f"llm_{field.name}"].default, field.name
-    defaults = ParseOptions()
-    assert (defaults["engine"], defaults["ocr"], defaults["ocr_language"], defaults["ocr_max_text_chars"]) == (
-        fields["pdf_engine"].default,
-        fields["ocr"].default,
-        fields["ocr_language"].default,
-        fields["ocr_max_text_chars"].default,
-    )
+
+
+def test_the_settings_take_their_defaults_from_the_library_value_objects():
+    """A knob is given its default once, by the library class that uses it; the settings of a deployment that sets
+    nothing make exactly the library's own objects."""
+    deployment = Deployment.from_settings(load_settings({}))
+    assert dataclasses.replace(deployment.llm_config(), base_url="") == LLMConfig(base_url="")
+    assert deployment.parse_options() == ParseOptions()
+    assert deployment.parse_limits() == ParseLimits()
+    assert deployment.provider_limits() == ProviderLimits()
+    assert deployment.politeness() == Politeness()
 
 
 def test_the_asset_names_others_refer_to_are_the_assets_defined(tmp_path):

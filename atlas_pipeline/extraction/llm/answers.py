@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from atlas_pipeline.config.settings import StructuredOutput
+from atlas_pipeline.extraction.llm.config import StructuredOutput
 
 # json_schema (OpenAI, vLLM, Ollama) → json_object + schema (llama.cpp) → plain json_object
 FORMAT_FALLBACK: dict[StructuredOutput, StructuredOutput] = {

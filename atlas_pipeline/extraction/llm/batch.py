@@ -28,8 +28,8 @@ from typing import Any
 
 import openai
 
-from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.clock import now_iso, utc_now
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import (
     LLM_BATCHES,

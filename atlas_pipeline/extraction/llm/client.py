@@ -22,7 +22,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel
 
-from atlas_pipeline.config.redaction import redact_value
+from atlas_pipeline.core.redaction import redact_value
 from atlas_pipeline.extraction.llm.answers import parse_answer, repair_messages
 from atlas_pipeline.extraction.llm.batch import BatchQueue, PollReport
 from atlas_pipeline.extraction.llm.cache import AnswerCache, cache_key

@@ -1,30 +1,32 @@
-"""One endpoint and model, as the client is given them (the ``ATLAS_LLM_*`` settings, read by the Deployment)."""
+"""One endpoint and model, as the client is given them. The defaults are defined here, once: the ``ATLAS_LLM_*``
+settings take theirs from this class (``config.settings``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
-from atlas_pipeline.config.settings import StructuredOutput, setting_default
+StructuredOutput = Literal["json_schema", "json_object_schema", "json_object"]
 
 
 @dataclass
 class LLMConfig:
-    """One endpoint and model. The defaults are the ``ATLAS_LLM_*`` settings' (defined there once)."""
+    """One endpoint and model, and how the client may use it (timeouts, retries, requests in flight, budgets)."""
 
     base_url: str
-    model: str = field(default=setting_default("llm_model"))
+    model: str = "gpt-4o-mini"
     api_key: str = field(repr=False, default="")
-    timeout_seconds: float = field(default=setting_default("llm_timeout_seconds"))
-    deadline_seconds: float = field(default=setting_default("llm_deadline_seconds"))
-    max_answer_bytes: int = field(default=setting_default("llm_max_answer_bytes"))
-    max_retries: int = field(default=setting_default("llm_max_retries"))
-    backoff_seconds: float = field(default=setting_default("llm_backoff_seconds"))
-    structured_output: StructuredOutput = field(default=setting_default("llm_structured_output"))
-    max_tokens: int = field(default=setting_default("llm_max_tokens"))
-    concurrency: int = field(default=setting_default("llm_concurrency"))
-    requests_per_minute: int = field(default=setting_default("llm_requests_per_minute"))
-    tokens_per_minute: int = field(default=setting_default("llm_tokens_per_minute"))
-    gate_dir: str = field(default=setting_default("llm_gate_dir"))
+    timeout_seconds: float = 120.0  # one read: connecting, the first byte, each later read
+    deadline_seconds: float = 600.0  # the whole answer of one request
+    max_answer_bytes: int = 16_000_000
+    max_retries: int = 4
+    backoff_seconds: float = 2.0
+    structured_output: StructuredOutput = "json_schema"
+    max_tokens: int = 4096
+    concurrency: int = 8  # requests in flight across every run and process on this machine
+    requests_per_minute: int = 0  # 0: no budget
+    tokens_per_minute: int = 0
+    gate_dir: str = ""  # the lock files of the concurrency gate (empty: the system's temp folder)
 
 
 def estimate_tokens(messages: list[dict[str, str]]) -> int:

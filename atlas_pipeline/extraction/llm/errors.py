@@ -3,8 +3,8 @@ failed attempt cost (``usage``, given when the error is made)."""
 
 from __future__ import annotations
 
-from atlas_pipeline.config.redaction import redact
 from atlas_pipeline.core.errors import AtlasError
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.extraction.llm.usage import Usage
 
 

@@ -25,11 +25,10 @@ from collections.abc import Callable
 
 import openai
 
-from atlas_pipeline.config.settings import StructuredOutput
 from atlas_pipeline.core.clock import utc_now
 from atlas_pipeline.extraction.llm.answers import FORMAT_FALLBACK, response_format
 from atlas_pipeline.extraction.llm.bounded_http import AnswerCutOff, bounded_client
-from atlas_pipeline.extraction.llm.config import LLMConfig, estimate_tokens
+from atlas_pipeline.extraction.llm.config import LLMConfig, StructuredOutput, estimate_tokens
 from atlas_pipeline.extraction.llm.errors import (
     LLMAnswerCutError,
     LLMPermanentError,

@@ -13,7 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx2 as httpx
 
-from atlas_pipeline.config.redaction import redact
+from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.parsing.providers.base import ProviderError, ProviderLimits
 
 TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})

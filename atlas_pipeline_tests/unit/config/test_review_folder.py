@@ -16,15 +16,15 @@ def test_a_review_keeps_its_settings_and_its_state_in_its_folder(tmp_path):
     with review.file.open("a", encoding="utf-8") as handle:
         handle.write('llm_concurrency = 3\nocr = false\ngold = "gold.jsonl"\n')
     settings = load_settings({"ATLAS_REVIEW": str(review.root)})
-    assert settings.knowledge_base == str(papers)
-    assert settings.artifacts == str(review.root / "state" / "artifacts")
-    assert settings.exports == str(review.root / "exports")
-    assert settings.review_users == str(review.root / "state" / "review_users.json")
-    assert (settings.llm_concurrency, settings.ocr) == (3, False)
-    assert settings.gold == str(review.root / "gold.jsonl")  # relative to the review's folder
+    assert settings.project.knowledge_base == str(papers)
+    assert settings.project.artifacts == str(review.root / "state" / "artifacts")
+    assert settings.project.exports == str(review.root / "exports")
+    assert settings.review.users == str(review.root / "state" / "review_users.json")
+    assert (settings.llm.concurrency, settings.parsing.ocr) == (3, False)
+    assert settings.review.gold == str(review.root / "gold.jsonl")  # relative to the review's folder
     assert review.dagster_home == review.root / "state" / "dagster_home"
     # an ATLAS_* variable still wins
-    assert load_settings({"ATLAS_REVIEW": str(review.root), "ATLAS_LLM_CONCURRENCY": "5"}).llm_concurrency == 5
+    assert load_settings({"ATLAS_REVIEW": str(review.root), "ATLAS_LLM_CONCURRENCY": "5"}).llm.concurrency == 5
     # found from the working directory up, ATLAS_REVIEW first
     inside = review.root / "exports"
     assert find_review({}, inside).root == review.root

@@ -9,7 +9,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from atlas_pipeline.config.redaction import MASK, redact, redact_value, secret_values
+from atlas_pipeline.core.redaction import MASK, redact, redact_value, secret_values
 
 KEY = "sk-atlas/echo+test=d41d8cd98f00b204 ok"  # "/", "+", "=" and a space: each URL encoder differs
 SECRETS = [KEY]
