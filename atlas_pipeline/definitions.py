@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from atlas_pipeline.config.settings import AtlasSettings, load_settings
+from atlas_pipeline.config.settings import AtlasSettings
 from atlas_pipeline.core.redaction import install_log_redaction
 from atlas_pipeline.defs.aggregate_assets import AGGREGATE_ASSETS, build_evaluation_asset
 from atlas_pipeline.defs.document_assets import build_document_assets
@@ -55,4 +55,4 @@ def build_definitions(settings: AtlasSettings | Deployment) -> dg.Definitions:
 
 install_log_redaction()
 enable_event_batching()  # code servers and run workers of any instance (PostgreSQL too) send asset events in batches
-defs = build_definitions(load_settings())
+defs = build_definitions(Deployment.from_environment())

@@ -66,12 +66,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in _SERVER_FIXTURES.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(getattr(pytest.mark, marker))
-        # `make test` runs two workers (pytest-xdist, --dist loadgroup): a module's tests stay together (its fixtures
-        # are made once), and every test under the real daemon runs on one worker, one at a time — two daemons and
-        # their code servers at once on two cores are the machine's limit, not the code's
-        item.add_marker(
-            pytest.mark.xdist_group("daemon" if item.get_closest_marker("daemon") else item.module.__name__)
-        )
+        # `make test` runs two workers (pytest-xdist, --dist loadgroup): a module's tests stay together (its servers,
+        # instances and definitions are made once), and every test under the real daemon runs on one worker, one at a
+        # time — two daemons and their code servers at once on two cores are the machine's limit, not the code's. A
+        # unit test is in no group: it needs nothing shared, so one long module (the quote sweeps) is split between
+        # the workers instead of holding one of them
+        if item.get_closest_marker("daemon"):
+            item.add_marker(pytest.mark.xdist_group("daemon"))
+        elif item.module.__name__.split(".")[1] != "unit":
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=_schedule_rank)
 
 

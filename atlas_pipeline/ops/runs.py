@@ -16,8 +16,8 @@ import socket
 import time
 from collections.abc import Iterator
 
-from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.core.errors import AtlasError
+from atlas_pipeline.deployment import Deployment
 
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # a document run says nothing on the console: its outcome is printed per document with the reason (a failed document's
@@ -70,7 +70,7 @@ def _worker_context(defs=None, instance=None, build=None):
 
     if defs is None:
         if not _WORKER:
-            _WORKER["defs"] = build(load_settings())
+            _WORKER["defs"] = build(Deployment.from_environment())
             _WORKER["instance"] = dg.DagsterInstance.get()
         defs, instance = _WORKER["defs"], _WORKER["instance"]
     return defs, instance
@@ -125,7 +125,7 @@ def batches(keys: list[str], ordered: list[str], size: int) -> list[list[str]]:
 def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1, build=None):
     """Yield (key, success, seconds) per document as runs finish; ``batch`` > 1 materialises up to that many
     documents per Dagster run, ``workers`` > 1 runs batches in parallel processes, each building its definitions
-    with ``build`` (a module-level function taking the settings, so that it can be sent to another process)."""
+    with ``build`` (a module-level function taking a Deployment, so that it can be sent to another process)."""
     from atlas_pipeline.defs.partitions import documents_partitions
 
     ordered = list(instance.get_dynamic_partitions(documents_partitions.name))

@@ -179,6 +179,6 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
         definitions=defs,
     )
     defs.resolve_sensor_def("review_sensor")(context)
-    reports = {r.workbook: r for r in import_reports(Store(inboxed.artifacts))[0]}
+    reports = {r.workbook: r for r in import_reports(Store(inboxed.project.artifacts))[0]}
     assert "has no verified author — upload it on the review page" in reports["dropped.xlsx"].error
     assert not [d for d in load_decisions(store, KEY) if d.field == "p_value"]

@@ -69,10 +69,7 @@ def test_every_setting_is_in_exactly_one_group():
     assert len(listed) == len(set(listed)) == len(SETTINGS) == 82, "a setting in no group, in two, or one that is gone"
     assert [row.group for row in describe_settings()][:1] == ["project"]
     for name, setting in SETTINGS.items():  # each group's model holds its settings under their ATLAS_* names
-        assert (
-            AtlasSettings.model_fields[setting.group].annotation.model_fields[setting.attribute].alias
-            == name
-        )
+        assert AtlasSettings.model_fields[setting.group].annotation.model_fields[setting.attribute].alias == name
 
 
 def test_the_groups_are_typed_models_read_from_the_flat_variables():
