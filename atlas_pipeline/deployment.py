@@ -25,6 +25,7 @@ from atlas_pipeline.config.settings import (
     ENV_PREFIX,
     SECRET_SETTINGS,
     AtlasSettings,
+    SettingsError,
     load_settings,
     settings_environment,
 )
@@ -33,6 +34,7 @@ from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
 from atlas_pipeline.extraction.version import ExtractionVersion, extraction_version
 from atlas_pipeline.knowledge.listing import KnowledgeBase
+from atlas_pipeline.knowledge.planning import documents_per_run
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.bounded import ParseLimits
 from atlas_pipeline.review.derivations import Derivations
@@ -273,6 +275,13 @@ class Deployment:
             return self.settings.project.postprocess_mode
         return "llm" if self.settings.llm.base_url else rule.postprocess_mode
 
+    def documents_per_run(self, rule: Rule | None = None, chosen: int = 0) -> int:
+        """How many documents one run takes on (``knowledge.planning.documents_per_run``): ``chosen`` (``atlas run
+        --batch``), else ``ATLAS_DOCUMENTS_PER_RUN``, else the LLM concurrency when a model extracts, else one."""
+        mode = self.mode(rule if rule is not None else self.load_rule())
+        chosen = chosen or self.settings.runtime.documents_per_run
+        return documents_per_run(mode, self.settings.llm.concurrency, chosen)
+
     def extraction_version(self) -> ExtractionVersion:
         """The version extractions are made with now (see ``extraction.version``)."""
         return self.extraction_setup().version
@@ -353,12 +362,22 @@ class Deployment:
     def llm_configured(self) -> bool:
         return bool(self.settings.llm.base_url)
 
-    def llm_config(self) -> LLMConfig:
+    def llm_config(self, shared_database: str = "") -> LLMConfig:
+        """The endpoint and its limits; ``shared_database``: the Dagster instance's PostgreSQL URL, if it has one —
+        where the request gate counts ``ATLAS_LLM_CONCURRENCY`` for every machine (``ATLAS_LLM_GATE``)."""
         from atlas_pipeline.extraction.llm.config import LLMConfig
 
         settings = self.settings
-        values = {name: getattr(settings.llm, name) for name in LLMConfig.__dataclass_fields__ if name != "api_key"}
-        return LLMConfig(**values, api_key=settings.llm.api_key.get_secret_value())
+        own = set(LLMConfig.__dataclass_fields__) - {"api_key", "gate_url"}
+        values = {name: getattr(settings.llm, name) for name in own}
+        gate = settings.llm.gate
+        if gate == "postgres" and not shared_database:
+            raise SettingsError(
+                "ATLAS_LLM_GATE=postgres needs a Dagster instance on PostgreSQL (deploy/postgres/dagster.yaml): its "
+                "database holds the request gate (or set ATLAS_LLM_GATE=host)"
+            )
+        gate_url = shared_database if gate != "host" else ""
+        return LLMConfig(**values, api_key=settings.llm.api_key.get_secret_value(), gate_url=gate_url)
 
     def price_file(self) -> str:
         """The price table file (ATLAS_LLM_PRICES, else the seeds folder's llm_prices.toml)."""
@@ -371,32 +390,33 @@ class Deployment:
             return PriceTable(currency="USD", models={}, source=path)
         return load_prices(path)
 
-    def llm_client(self, cache: Store | None) -> LLMClient:
-        """The client of the configured endpoint; ``cache``: the store that keeps answers (and the Batch API queue)."""
+    def llm_client(self, cache: Store | None, shared_database: str = "") -> LLMClient:
+        """The client of the configured endpoint; ``cache``: the store that keeps answers (and the Batch API queue);
+        ``shared_database``: see ``llm_config``."""
         from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
 
-        config, table = self.llm_config(), self.price_table()
+        config, table = self.llm_config(shared_database), self.price_table()
         batch = self.batch_queue(cache) if self.settings.llm.batch and cache is not None else None
         return LLMClient(config, cache, price=table.price_of(config.model), currency=table.currency, batch=batch)
 
-    def second_llm_config(self) -> LLMConfig | None:
+    def second_llm_config(self, shared_database: str = "") -> LLMConfig | None:
         """The second, independent extractor (``ATLAS_LLM_SECOND_*``), or None when one extractor is declared: its
         model, on its own endpoint or the first's, with the first's limits."""
         settings = self.settings
         if not settings.llm.second_model:
             return None
-        first = self.llm_config()
+        first = self.llm_config(shared_database)
         base_url = settings.llm.second_base_url or first.base_url
         key = settings.llm.second_api_key.get_secret_value()
         if not key and base_url.rstrip("/") == first.base_url.rstrip("/"):
             key = first.api_key
         return dataclasses.replace(first, model=settings.llm.second_model, base_url=base_url, api_key=key)
 
-    def second_llm_client(self, cache: Store | None) -> LLMClient | None:
+    def second_llm_client(self, cache: Store | None, shared_database: str = "") -> LLMClient | None:
         """The second extractor's client (its answers cached and accounted on their own), or None."""
         from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
 
-        config = self.second_llm_config()
+        config = self.second_llm_config(shared_database)
         if config is None:
             return None
         table = self.price_table()

@@ -1,6 +1,6 @@
 """An LLM endpoint's latency, paid at the concurrency it allows: documents per minute and requests in flight.
 
-``python -m bench.llm [--documents 16] [--latency 3] [--concurrency 8]`` (``make bench-llm``); writes
+``python -m bench.llm [--documents 24] [--latency 6] [--concurrency 8]`` (``make bench-llm``); writes
 ``bench/reports/llm.md``. A scripted OpenAI-compatible server answers every request after ``--latency`` seconds and
 serves any number at once (it counts how many it answered at once). The same small documents (plain-text slices of
 the corpus' trial articles, so that parsing is negligible) go through:
@@ -8,15 +8,22 @@ the corpus' trial articles, so that parsing is negligible) go through:
 - ``atlas run --batch 1`` — one document per run, one after another (what ``atlas run`` did before this issue);
 - ``atlas run`` — LLM mode's default: ``ATLAS_LLM_CONCURRENCY`` documents a run, extracted at once;
 - ``atlas run --workers 2`` — the same batches in two processes (the gate holds the limit across them);
-- the daemon — the sensor's one run per document, ``max_concurrent_runs`` of them at a time (dagster.yaml).
+- the daemon, one run per document (``ATLAS_DOCUMENTS_PER_RUN=1``: the sensor before batching), ``max_concurrent_runs``
+  of them at a time (dagster.yaml);
+- the daemon as it is: the sensor cuts the waiting documents into runs of ``ATLAS_LLM_CONCURRENCY`` (the planner's
+  ``documents_per_run``, the same decision as ``atlas run``'s).
 
 Each is timed with the endpoint answering at once and with ``--latency``: what the latency *adds* is compared to
-the ideal, ``ceil(n / concurrency) × latency`` — the issue's goal is at most twice the ideal.
+the ideal, ``ceil(n / concurrency) × latency``. The daemon is timed as a living review meets it: running already
+(warmed by one document it has extracted), from the moment the documents land in the knowledge base until the last
+is extracted. The goals: ``atlas run`` within 2× the ideal; the daemon at ≥ 0.8× ``atlas run``'s documents per minute
+with ≥ 6 requests in flight.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shutil
@@ -42,8 +49,7 @@ def _deployment(root: Path, documents: list[tuple[str, str]], base_url: str, con
     kb.mkdir(parents=True)
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
-    for name, text in documents:
-        (kb / name).write_text(text)
+    _write(kb, documents)
     return {
         **os.environ,
         "DAGSTER_HOME": str(home),
@@ -56,6 +62,11 @@ def _deployment(root: Path, documents: list[tuple[str, str]], base_url: str, con
         "ATLAS_LLM_GATE_DIR": str(root / "gate"),
         "ATLAS_SENSOR_INTERVAL_SECONDS": "1",
     }
+
+
+def _write(folder: Path, documents: list[tuple[str, str]]) -> None:
+    for name, text in documents:
+        (folder / name).write_text(text)
 
 
 def _extracted(root: Path, keys: list[str]) -> int:
@@ -71,27 +82,43 @@ def _time_cli(root: Path, env: dict[str, str], args: list[str]) -> float:
     return time.perf_counter() - began
 
 
-def _time_daemon(root: Path, env: dict[str, str], keys: list[str], limit: float = 1800) -> float:
-    began = time.perf_counter()
+def _wait(root: Path, keys: list[str], began: float, limit: float) -> float:
+    while _extracted(root, keys) < len(keys):
+        if time.perf_counter() - began > limit:
+            raise RuntimeError(f"the daemon extracted {_extracted(root, keys)} of {len(keys)} in {limit} s")
+        time.sleep(0.25)
+    return time.perf_counter() - began
+
+
+def _time_daemon(
+    root: Path, env: dict[str, str], documents: list[tuple[str, str]], rescript, limit: float = 1800
+) -> float:
+    """The daemon running already: one document extracted first (the daemon, its code server and the sensor warm),
+    then the documents dropped in and timed until the last is extracted."""
+    kb = Path(env["ATLAS_KNOWLEDGE_BASE"])
+    for path in kb.iterdir():
+        path.unlink()
+    warm = [("warm-up.txt", documents[0][1] + "\nwarm-up")]
+    _write(kb, warm)
     with dagster_daemon(env, root):
-        while _extracted(root, keys) < len(keys):
-            if time.perf_counter() - began > limit:
-                raise RuntimeError(f"the daemon extracted {_extracted(root, keys)} of {len(keys)} in {limit} s")
-            time.sleep(0.5)
-        return time.perf_counter() - began
+        _wait(root, ["warm-up.txt"], time.perf_counter(), limit)
+        rescript()  # the requests in flight counted from here
+        began = time.perf_counter()
+        _write(kb, documents)
+        return _wait(root, [name for name, _ in documents], began, limit)
 
 
 MODES = {
     "atlas run --batch 1 (one document a run, before)": ["--batch", "1"],
     "atlas run (LLM mode default: a batch of ATLAS_LLM_CONCURRENCY)": [],
     "atlas run --workers 2": ["--workers", "2"],
-    "daemon (sensor: one run per document)": None,
+    "daemon, one run per document (ATLAS_DOCUMENTS_PER_RUN=1, before)": {"ATLAS_DOCUMENTS_PER_RUN": "1"},
+    "daemon (the sensor's batches of ATLAS_LLM_CONCURRENCY)": {},
 }
 
 
 def measure(documents: int, latency: float, concurrency: int, only: str = "") -> list[list[object]]:
     texts = small_documents(documents)
-    keys = [name for name, _ in texts]
     ideal = math.ceil(documents / concurrency) * latency
     rows = []
     with (
@@ -105,8 +132,12 @@ def measure(documents: int, latency: float, concurrency: int, only: str = "") ->
             for delay in (0.0, latency):
                 root = Path(folder) / f"{len(rows)}-{delay}"
                 env = _deployment(root, texts, server.base_url, concurrency)
-                server.script(default={"content": "{}", "delay": delay})
-                wall = _time_daemon(root, env, keys) if args is None else _time_cli(root, env, args)
+                answers = {"content": "{}", "delay": delay}
+                server.script(default=answers)
+                if isinstance(args, dict):  # a daemon
+                    wall = _time_daemon(root, env | args, texts, functools.partial(server.script, default=answers))
+                else:
+                    wall = _time_cli(root, env, args)
                 walls.append(wall)
                 most = max(most, server.most_in_flight())
                 print(f"{name}, latency {delay:g} s: {wall:.1f} s, {server.most_in_flight()} in flight at most")
@@ -123,13 +154,16 @@ def measure(documents: int, latency: float, concurrency: int, only: str = "") ->
                     round(added / ideal, 2),
                 ]
             )
+    baseline = next((row[3] for row in rows if row[0].startswith("atlas run (")), None)
+    for row in rows:  # documents a minute against `atlas run`'s in the same benchmark
+        row.append(round(row[3] / baseline, 2) if baseline else "")
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=16)
-    parser.add_argument("--latency", type=float, default=3.0)
+    parser.add_argument("--documents", type=int, default=24)
+    parser.add_argument("--latency", type=float, default=6.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--report", type=Path, default=REPORT)
     parser.add_argument("--only", default="", help="only the modes whose name contains this (e.g. daemon)")
@@ -144,14 +178,18 @@ def main() -> None:
         "latency added (s)",
         "ideal n×latency/concurrency (s)",
         "added / ideal",
+        "documents / min vs atlas run",
     ]
     note = (
         f"{args.documents} small documents, one request each, ATLAS_LLM_CONCURRENCY={args.concurrency}; the "
         "endpoint serves any number at once. *Latency added* is the wall time with the latency minus the wall time "
         "without it (Dagster's runs, parsing and grading are the same in both); the ideal is "
-        "ceil(n / concurrency) × latency. The goal: at most 2× the ideal. Under the daemon each document is a run "
-        "of its own (a process, ~2.5 s of Dagster's work on 2 cores): the runs' own cost, not the endpoint, bounds "
-        "its documents per minute, and the latency hides behind it; batched `atlas run` pays that cost once a batch."
+        "ceil(n / concurrency) × latency. The daemon is timed running already (warmed by one document), from the "
+        "moment the documents land until the last is extracted; its requests in flight are counted over that time. "
+        "One run per document, the runs' own cost (a process each, ~2.5 s of Dagster's work on 2 cores) and the "
+        "runs at a time bound the daemon, not the endpoint; the sensor's batches pay that cost once a batch and keep "
+        "ATLAS_LLM_CONCURRENCY requests in flight. The goals: `atlas run` within 2× the ideal; the batched daemon at "
+        "≥ 0.8× `atlas run`'s documents a minute with ≥ 6 requests in flight."
     )
     write_report(args.report, "LLM concurrency", [("Requests in flight", note + "\n\n" + table(headers, rows))])
 

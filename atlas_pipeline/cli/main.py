@@ -78,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="N",
-        help="documents per Dagster run (default: 1, or ATLAS_LLM_CONCURRENCY in LLM mode so that a run's documents "
-        "are extracted at once; e.g. 50 for bulk loads: Dagster's per-run cost is paid once)",
+        help="documents per Dagster run (default: ATLAS_DOCUMENTS_PER_RUN, else ATLAS_LLM_CONCURRENCY in LLM mode so "
+        "that a run's documents are extracted at once, else 1; e.g. 50 for bulk loads: Dagster's per-run cost is paid "
+        "once)",
     )
     run.add_argument(
         "--knowledge-base-moved",

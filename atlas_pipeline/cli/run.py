@@ -56,7 +56,7 @@ def command_run(args: argparse.Namespace) -> int:
     print(f"parser:         {atlas.parser_choice().summary()}")
     print(f"dagster home:   {home}")
     llm, second = atlas.llm_config(), atlas.second_llm_config()
-    batch = args.batch or (llm.concurrency if atlas.mode(rule) == "llm" else 1)
+    batch = atlas.documents_per_run(rule, args.batch)
     if atlas.mode(rule) == "llm":
         print(f"llm:            {llm.model}, {llm.concurrency} request(s) in flight at most, {batch} document(s) a run")
         if second is not None:

@@ -444,6 +444,15 @@ class LLMSettings(SettingGroup):
             "temp folder, shared by every deployment of this user on this machine)."
         ),
     )
+    gate: Literal["auto", "host", "postgres"] = Field(
+        "auto",
+        description=(
+            "Where ATLAS_LLM_CONCURRENCY is counted: postgres (the Dagster instance's PostgreSQL database: every run, "
+            "process and machine of the deployment — Celery workers on several hosts — shares one cap), host (lock "
+            "files on this machine: each machine has the whole cap), or auto (postgres when the instance is on "
+            "PostgreSQL, else host)."
+        ),
+    )
     prices: AbsoluteFile = Field(
         "",
         description=(
@@ -647,6 +656,16 @@ class RuntimeSettings(SettingGroup):
     )
     sensor_interval_seconds: int = Field(30, ge=1, le=86400, description="Seconds between knowledge-base scans.")
     sensor_max_runs_per_tick: int = Field(200, ge=1, le=10000, description="Run requests per sensor tick.")
+    documents_per_run: int = Field(
+        0,
+        ge=0,
+        le=1000,
+        description=(
+            "Documents one run takes on, in the sensor's runs as in `atlas run` (0: ATLAS_LLM_CONCURRENCY when a model "
+            "extracts, so that one run keeps the endpoint's requests in flight; else 1). Each document keeps its own "
+            "materialisations and status, one that fails fails alone, and a lone new document starts at once."
+        ),
+    )
     sensor_scan_budget_seconds: float = Field(
         20.0, gt=0, le=600, description="Time one tick may spend fingerprinting new files; the rest waits a tick."
     )

@@ -29,6 +29,7 @@ from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.snapshots import take_snapshot
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.parsing.document_parse import load_markdown, parse_snapshot
+from atlas_pipeline.search.backends import instance_postgres_url
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import provenance_path
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, Problem, SnapshotRecord, read_record
@@ -274,8 +275,10 @@ def build_document_extraction(code_version: str) -> dg.AssetsDefinition:
         store = deployment.store()
         setup = deployment.extraction_setup()  # the version computed from the very rule and template used
         template, rule, mode, version = setup.template, setup.rule, setup.mode, setup.version
-        client = deployment.llm_client(cache=store) if mode == "llm" and deployment.llm_configured else None
-        second = deployment.second_llm_client(cache=store) if client is not None else None
+        shared = instance_postgres_url(context.instance)  # on PostgreSQL: one request cap for every machine
+        llm = mode == "llm" and deployment.llm_configured
+        client = deployment.llm_client(cache=store, shared_database=shared) if llm else None
+        second = deployment.second_llm_client(cache=store, shared_database=shared) if client is not None else None
         checks: dict[str, list[CheckResult]] = {}
         batch = DocumentBatch(context)
 

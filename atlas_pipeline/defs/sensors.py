@@ -8,21 +8,23 @@ import time
 import dagster as dg
 
 from atlas_pipeline.core.statuses import DocumentStatus
+from atlas_pipeline.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from atlas_pipeline.defs.aggregate_assets import GROUP as AGGREGATES_GROUP
 from atlas_pipeline.defs.asset_names import AGGREGATE_ASSET_NAMES
 from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
-from atlas_pipeline.defs.jobs import aggregates_job, document_job, review_job
+from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.knowledge.catalog import CatalogEntry, refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
 from atlas_pipeline.knowledge.listing import KnowledgeBaseError
 from atlas_pipeline.knowledge.planning import (
     RunPlan,
     StepKind,
     aggregates_missed,
+    plan_batches,
     plan_runs,
     plan_steps,
     reviews_to_merge,
@@ -53,6 +55,29 @@ def _aliases_shown(aliases: list[str]) -> str:
     return ", ".join(aliases[:SHOWN_ALIASES]) + more
 
 
+def document_run_request(batch: list[CatalogEntry], tag: str) -> dg.RunRequest:
+    """The run of one batch: ``document_job`` for a document alone (its run key is its bytes' and the extraction's
+    version), ``document_batch_job`` over the partition range for several (its key names every member's)."""
+    if len(batch) == 1:
+        (entry,) = batch
+        return dg.RunRequest(
+            run_key=f"{entry.run_key}:{tag}",
+            partition_key=entry.key,
+            job_name=document_job.name,
+            tags={"atlas/sha256": entry.sha256},
+        )
+    members = hashlib.sha256("\n".join(entry.run_key for entry in batch).encode()).hexdigest()[:16]
+    return dg.RunRequest(
+        run_key=f"batch:{members}:{tag}",
+        job_name=document_batch_job.name,
+        tags={
+            ASSET_PARTITION_RANGE_START_TAG: batch[0].key,
+            ASSET_PARTITION_RANGE_END_TAG: batch[-1].key,
+            "atlas/documents": str(len(batch)),
+        },
+    )
+
+
 def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str = "") -> dg.SensorDefinition:
     """``extraction_version`` (the tag of ``extraction.version``) is part of every run key: when it changes, every
     document is requested again (parses are cached, so only the extraction is redone)."""
@@ -61,11 +86,12 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
 
     @dg.sensor(
         name="knowledge_base_sensor",
-        jobs=[document_job, aggregates_job],
+        jobs=[document_job, document_batch_job, aggregates_job],
         default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=pace.scan_interval_seconds,
-        description="Scans the knowledge base: adds a partition per new document and requests a run per new or "
-        "edited version (run_key = key:fingerprint:extraction version). Removed sources are flagged, never deleted; "
+        description="Scans the knowledge base: adds a partition per new document and requests runs for every new or "
+        "edited version (run_key = key:fingerprint:extraction version), several documents a run when a model "
+        "extracts (ATLAS_DOCUMENTS_PER_RUN). Removed sources are flagged, never deleted; "
         "a removal, restoration or duplicate refreshes the aggregates and is recorded on the document's snapshot.",
     )
     def knowledge_base_sensor(context: dg.SensorEvaluationContext, atlas: AtlasResource) -> dg.SensorResult:
@@ -76,7 +102,8 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
             context.log.error(f"{error}; nothing is scanned until it is back (results so far are kept)")
             return dg.SensorResult(skip_reason=f"{error}: nothing scanned, results kept", cursor=context.cursor)
         requested = decode_cursor(context.cursor)
-        existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
+        known = context.instance.get_dynamic_partitions(documents_partitions.name)  # in the partition order
+        existing = set(known)
         marks = {entry.key: f"{entry.fingerprint}:{tag}" for entry in scan.catalog.active()}
         asked = {key for key, mark in marks.items() if requested.get(key) == mark}
         plan = plan_runs(
@@ -89,18 +116,15 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
         )
         # a source removed, restored or duplicated changes no document's run, but it changes what the aggregates
         # and the exports say: they are refreshed now, and the document's own history says it
+        entries = {entry.key: entry for entry in plan.to_run}
         catalog_changes = [*scan.removed, *scan.restored, *scan.moved, *(key for _, key in scan.duplicates)]
         steps = {step.kind: step for step in plan_steps(plan, catalog_changed=bool(catalog_changes), automated=True)}
         to_add = list(steps[StepKind.ADD_PARTITIONS].keys) if StepKind.ADD_PARTITIONS in steps else []
-        run_requests = [
-            dg.RunRequest(
-                run_key=f"{entry.run_key}:{tag}",
-                partition_key=entry.key,
-                job_name=document_job.name,
-                tags={"atlas/sha256": entry.sha256},
-            )
-            for entry in plan.to_run  # the EXTRACT step's documents, with their bytes' fingerprints
-        ]
+        # the EXTRACT step's documents, a run per batch of partitions consecutive in the partition order (the new
+        # ones are added in this order, after those the instance knows): one document alone in a run of its own
+        order = [*known, *to_add]
+        batches = plan_batches([e.key for e in plan.to_run], order, atlas.deployment.documents_per_run())
+        run_requests = [document_run_request([entries[key] for key in batch], tag) for batch in batches]
         # made already (e.g. by `atlas run`) from these bytes with this version: marked, nothing requested
         requested.update({key: marks[key] for key in [*plan.unchanged, *plan.keys]})
         observations = [
@@ -166,7 +190,8 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
                 cursor=json.dumps({**seen, SPLITS_MARK: splits}, separators=(",", ":"), sort_keys=True),
             )
         marks = decision_marks(store)
-        existing = set(context.instance.get_dynamic_partitions(documents_partitions.name))
+        known = context.instance.get_dynamic_partitions(documents_partitions.name)  # in the partition order
+        existing = set(known)
         asked = {key for key, mark in marks.items() if seen.get(key) == mark}  # requested for these very decisions
         merged = merged_marks(store, [key for key in marks if key not in asked and key in existing])
         merges = reviews_to_merge(marks, merged, existing, asked_already=asked)

@@ -88,6 +88,36 @@ def plan_runs(
     )
 
 
+def plan_batches(keys: Sequence[str], ordered: Sequence[str], size: int) -> list[list[str]]:
+    """The documents of the EXTRACT step cut into runs of at most ``size`` partitions that are consecutive in the
+    partition order (``ordered``): a batched run targets a partition range, which must not take in a document not
+    asked for. Keys not (yet) in ``ordered`` run alone. The same cut for both drivers: the sensor requests one run
+    per batch, ``atlas run`` executes them."""
+    wanted, groups, current = set(keys), [], []
+    for key in ordered:
+        if key in wanted:
+            current.append(key)
+            if len(current) == size:
+                groups.append(current)
+                current = []
+        elif current:
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    registered = set(ordered)
+    return groups + [[key] for key in keys if key not in registered]
+
+
+def documents_per_run(mode: str, concurrency: int, chosen: int = 0) -> int:
+    """How many documents one run takes on: ``chosen`` when set (``ATLAS_DOCUMENTS_PER_RUN``, ``atlas run
+    --batch``), else as many as the endpoint takes requests at once when a model extracts (one run keeps them all in
+    flight), else one (a run per document: its own logs, its own retry)."""
+    if chosen > 0:
+        return chosen
+    return max(1, concurrency) if mode == "llm" else 1
+
+
 def reviews_to_merge(
     decided: Mapping[str, str],
     merged: Mapping[str, str],

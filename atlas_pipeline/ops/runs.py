@@ -103,33 +103,15 @@ def _run_batch(keys: list[str], defs=None, instance=None, build=None) -> list[tu
     return [(key, True, each) for key in keys]
 
 
-def batches(keys: list[str], ordered: list[str], size: int) -> list[list[str]]:
-    """``keys`` cut into runs of at most ``size`` partitions that are consecutive in the partition order
-    (``ordered``): a batched run targets a partition range, which must not take in documents not asked for."""
-    wanted, groups, current = set(keys), [], []
-    for key in ordered:
-        if key in wanted:
-            current.append(key)
-            if len(current) == size:
-                groups.append(current)
-                current = []
-        elif current:
-            groups.append(current)
-            current = []
-    if current:
-        groups.append(current)
-    registered = set(ordered)
-    return groups + [[key] for key in keys if key not in registered]
-
-
 def run_documents(keys: list[str], workers: int, defs, instance, batch: int = 1, build=None):
     """Yield (key, success, seconds) per document as runs finish; ``batch`` > 1 materialises up to that many
     documents per Dagster run, ``workers`` > 1 runs batches in parallel processes, each building its definitions
     with ``build`` (a module-level function taking a Deployment, so that it can be sent to another process)."""
     from atlas_pipeline.defs.partitions import documents_partitions
+    from atlas_pipeline.knowledge.planning import plan_batches
 
     ordered = list(instance.get_dynamic_partitions(documents_partitions.name))
-    groups = batches(keys, ordered, max(1, batch))
+    groups = plan_batches(keys, ordered, max(1, batch))
     if workers <= 1 or len(groups) <= 1:
         for group in groups:
             yield from _run_batch(group, defs, instance)

@@ -9,7 +9,9 @@ from atlas_pipeline.defs.asset_names import DOCUMENT_ASSET_NAMES
 from atlas_pipeline.defs.document_states import document_states
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.knowledge.catalog import refresh_catalog
-from atlas_pipeline.ops.runs import batches, run_documents
+from atlas_pipeline.knowledge.planning import documents_per_run
+from atlas_pipeline.knowledge.planning import plan_batches as batches
+from atlas_pipeline.ops.runs import run_documents
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import SensorHarness
 
@@ -99,3 +101,42 @@ def test_batches_follow_the_partition_order_and_never_take_in_other_documents():
     assert batches(["a", "b", "c", "e", "f"], ordered, 2) == [["a", "b"], ["c"], ["e", "f"]]
     assert batches(["f", "a"], ordered, 10) == [["a"], ["f"]]
     assert batches(["a", "z"], ordered, 10) == [["a"], ["z"]]
+
+
+def test_documents_per_run_is_one_decision_for_both_drivers():
+    assert documents_per_run("llm", concurrency=8) == 8  # a run keeps the endpoint's requests in flight
+    assert documents_per_run("skip", concurrency=8) == 1  # without a model: a run per document
+    assert documents_per_run("skip", concurrency=8, chosen=5) == documents_per_run("llm", 8, chosen=5) == 5
+
+
+def test_the_sensor_requests_a_batch_of_waiting_documents_and_a_lone_one_alone(
+    instance, knowledge_base, settings_for, atlas_for
+):
+    """The daemon's path: the knowledge-base sensor cuts the waiting documents into runs as `atlas run` does; the
+    batch run materialises every document with its own status, the failing one red alone."""
+    copy_into(knowledge_base, *DOCUMENTS)
+    settings = settings_for(knowledge_base, documents_per_run="8")
+    atlas = atlas_for(knowledge_base, documents_per_run="8")
+    harness = SensorHarness(instance, settings, atlas)
+    (request,) = harness.tick().run_requests
+    keys = list(instance.get_dynamic_partitions(documents_partitions.name))
+    assert sorted(keys) == ["PMC1216327.nxml", "plos_one_article.html", "qpdf_bad1.pdf"]
+    assert request.job_name == "document_batch_job" and request.run_key.startswith("batch:")
+    assert (request.partition_key_range.start, request.partition_key_range.end) == (keys[0], keys[-1])
+    result = harness.defs.resolve_job_def(request.job_name).execute_in_process(
+        instance=instance, tags=request.tags, raise_on_error=False
+    )
+    assert not result.success  # at document_status, for qpdf_bad1.pdf alone
+    statuses = instance.get_status_by_partition(dg.AssetKey("document_status"), keys, documents_partitions)
+    assert {key: status.value for key, status in statuses.items()} == {
+        "PMC1216327.nxml": "MATERIALIZED",
+        "plos_one_article.html": "MATERIALIZED",
+        "qpdf_bad1.pdf": "FAILED",
+    }
+    states = {s.key: s for s in document_states(instance, atlas)}
+    assert states["qpdf_bad1.pdf"].reason == "snapshot: not a PDF (no %PDF- header)"
+    assert [states[key].status for key in ("PMC1216327.nxml", "plos_one_article.html")] == [DocumentStatus.DONE] * 2
+    assert harness.tick().run_requests == []  # asked and made: nothing again
+    copy_into(knowledge_base, "rct_jats/PMC1475568.nxml")  # one new document: at once, alone
+    (alone,) = harness.tick().run_requests
+    assert (alone.job_name, alone.partition_key) == ("document_job", "PMC1475568.nxml")

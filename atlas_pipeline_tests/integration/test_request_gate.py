@@ -120,7 +120,7 @@ def test_a_killed_sender_gives_its_slot_back(tmp_path):
             assert time.monotonic() < deadline and holder.poll() is None
             time.sleep(0.05)
         gate = RequestGate(gate_directory(base_url, "scripted-model", str(tmp_path)), 1)
-        assert gate._take(1) is None  # the one slot is held by the other process
+        assert gate.storage.take(1) is None  # the one slot is held by the other process
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
@@ -135,3 +135,71 @@ def test_the_gate_folder_is_one_per_endpoint_and_model(tmp_path):
     assert one != gate_directory("http://a/v1", "n", str(tmp_path))
     assert one != gate_directory("http://b/v1", "m", str(tmp_path))
     assert Path(str(one)).parent == tmp_path
+
+
+def _senders(llm_server, tmp_path, database: str, processes: int = 2, limit: int = 3, threads: int = 6) -> list[str]:
+    """``processes`` senders, each with a gate folder of its own — as on machines of their own — and the same
+    ``database`` (none: each keeps its own cap)."""
+    command = [sys.executable, "-m", "atlas_pipeline_tests.support.llm_sender", llm_server.base_url]
+    senders = [
+        subprocess.Popen(
+            [*command, str(tmp_path / f"machine-{number}"), str(limit), str(threads), "--database", database],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for number in range(processes)
+    ]
+    return [sender.communicate(timeout=180)[0] for sender in senders]
+
+
+def test_two_processes_on_one_postgresql_never_exceed_the_cap_together(llm_server, postgres, tmp_path):
+    """ATLAS_LLM_GATE on PostgreSQL: slots are advisory locks in the deployment's database, so processes that share
+    no folder (two machines, two Celery workers) share one ATLAS_LLM_CONCURRENCY; without it each has the whole."""
+    from atlas_pipeline.extraction.llm.gate_postgres import TABLE
+
+    url = (
+        f"postgresql://{postgres['DAGSTER_PG_USERNAME']}@{postgres['DAGSTER_PG_HOST']}:{postgres['DAGSTER_PG_PORT']}"
+        f"/{postgres['DAGSTER_PG_DB']}"
+    )
+    llm_server.script(default={**OK, "delay": 0.4})
+    assert _senders(llm_server, tmp_path / "apart", "") == ["sent 6\n"] * 2
+    assert llm_server.most_in_flight() > 3  # the control: two machines' folders, a cap each
+    llm_server.script(default={**OK, "delay": 0.4})
+    assert _senders(llm_server, tmp_path / "shared", url) == ["sent 6\n"] * 2
+    assert len(llm_server.requests()) == 12
+    assert llm_server.most_in_flight() == 3  # 12 requests from two "machines", never more than 3 at once
+    import psycopg2
+
+    with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {TABLE}")
+        assert cursor.fetchone()[0] == 1  # one gate (endpoint and model), its window and budgets shared too
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        assert cursor.fetchone()[0] == 0  # every slot given back when the senders ended
+
+
+def test_a_sender_killed_on_postgresql_gives_its_slot_back(llm_server, postgres, tmp_path):
+    url = (
+        f"postgresql://{postgres['DAGSTER_PG_USERNAME']}@{postgres['DAGSTER_PG_HOST']}:{postgres['DAGSTER_PG_PORT']}"
+        f"/{postgres['DAGSTER_PG_DB']}"
+    )
+    folder = tmp_path / "holder"
+    folder.mkdir()
+    command = [sys.executable, "-m", "atlas_pipeline_tests.support.llm_sender", llm_server.base_url, str(folder)]
+    holder = subprocess.Popen([*command, "1", "1", "--hold", "--database", url])
+    try:
+        deadline = time.monotonic() + 60
+        while not (folder / "holding").exists():
+            assert time.monotonic() < deadline and holder.poll() is None
+            time.sleep(0.1)
+        from atlas_pipeline_tests.support.llm_sender import client
+
+        gate = client(llm_server.base_url, str(tmp_path / "other"), 1, gate_url=url).transport.gate
+        assert gate.storage.take(1) is None  # the one slot is held, on another "machine"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while (held := gate.storage.take(1)) is None:  # the server ends the dead session and its lock with it
+        assert time.monotonic() < deadline, "the killed sender's slot was never given back"
+        time.sleep(0.2)
+    gate.storage.release(held[1])

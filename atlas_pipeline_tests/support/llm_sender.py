@@ -1,6 +1,7 @@
 """A process that sends LLM requests from several threads through the request gate (for tests of a limit that
 holds across processes): ``python -m atlas_pipeline_tests.support.llm_sender BASE_URL GATE_DIR LIMIT THREADS``; prints
-``sent N`` when every request was answered. With ``--hold`` it takes one slot and sleeps (to be killed)."""
+``sent N`` when every request was answered. With ``--hold`` it takes one slot and sleeps (to be killed); with
+``--database URL`` its gate is on that PostgreSQL database (shared by every machine) instead of ``GATE_DIR``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
-from atlas_pipeline.extraction.llm.gate import RequestGate, gate_directory
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
@@ -45,14 +45,16 @@ def main() -> None:
     parser.add_argument("limit", type=int)
     parser.add_argument("threads", type=int)
     parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--database", default="")
     args = parser.parse_args()
     if args.hold:
-        gate = RequestGate(gate_directory(args.base_url, "scripted-model", args.gate_dir), args.limit)
-        with gate.slot():
+        llm = client(args.base_url, args.gate_dir, args.limit, gate_url=args.database)
+        with llm.transport.gate.slot():
             Path(args.gate_dir, "holding").write_text(str(os.getpid()))
             time.sleep(600)
         return
-    print(f"sent {send(client(args.base_url, args.gate_dir, args.limit, backoff_seconds=0.05), args.threads)}")
+    llm = client(args.base_url, args.gate_dir, args.limit, backoff_seconds=0.05, gate_url=args.database)
+    print(f"sent {send(llm, args.threads)}")
 
 
 if __name__ == "__main__":

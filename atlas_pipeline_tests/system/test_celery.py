@@ -150,9 +150,13 @@ def test_celery_workers_run_the_document_steps_and_survive_a_killed_worker(
         # the parse pool (one at a time) held across the two workers: no two parses overlapped
         for (_, end, _, _), (start, _, _, _) in itertools.pairwise(parses):
             assert start >= end - 0.05, parses
-        # the request gate (ATLAS_LLM_CONCURRENCY=1) held across the workers' processes: one request at a time
+        # the request gate (ATLAS_LLM_CONCURRENCY=1) held across the workers' processes: one request at a time — in
+        # the instance's PostgreSQL database (ATLAS_LLM_GATE=auto), as it would across machines
         assert len(_step_intervals(instance, "document_extraction")) == 5
         assert llm.most_in_flight() == 1
+        with instance.run_storage.connect() as connection:
+            gates = connection.exec_driver_sql("SELECT count(*) FROM atlas_llm_gate").scalar()
+        assert gates == 1
         # each readable document asked the model once; the answers are kept on S3 for any worker to find
         asked = llm.requests()  # a long document may be read in chunks: a request each
         assert len(asked) >= 4 and len(fs.find(f"{BUCKET}/artifacts/llm_cache")) == len(asked), asked

@@ -11,6 +11,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import latest_metadata
@@ -85,6 +86,44 @@ def test_daemon_picks_up_a_dropped_pdf_and_counts_it(tmp_path):
             limit=1,
         ).records[0]
         assert observation.asset_observation.metadata["source_removed"].value is True
+
+
+def test_the_daemon_runs_waiting_documents_in_one_batch_each_with_its_own_status(tmp_path):
+    """Several documents waiting: the sensor requests one run over their partition range (ATLAS_DOCUMENTS_PER_RUN),
+    the daemon launches it, and every document is materialised with its own status — the failing one red alone."""
+    home, kb = tmp_path / "dagster_home", tmp_path / "kb"
+    home.mkdir()
+    shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    kb.mkdir()
+    for relative in ("html/plos_one_article.html", "rct_jats/PMC1216327.nxml", "awkward/malformed/qpdf_bad1.pdf"):
+        shutil.copyfile(corpus_file(relative), kb / Path(relative).name)
+    env = {**os.environ, "DAGSTER_HOME": str(home), **watched_folder_env(tmp_path, kb), "ATLAS_DOCUMENTS_PER_RUN": "8"}
+    keys = ["PMC1216327.nxml", "plos_one_article.html", "qpdf_bad1.pdf"]
+    with dagster_daemon(env, tmp_path) as daemon:
+        instance = dg.DagsterInstance.from_config(str(home))
+        deadline, statuses = time.monotonic() + DEADLINE_SECONDS, {}
+        while time.monotonic() < deadline:
+            assert daemon.poll() is None, "dagster-daemon exited:\n" + (tmp_path / "daemon.log").read_text()[-3000:]
+            if sorted(instance.get_dynamic_partitions("documents")) == keys:
+                found = instance.get_status_by_partition(dg.AssetKey("document_status"), keys, documents_partitions)
+                statuses = {key: status.value for key, status in (found or {}).items()}
+                if len(statuses) == 3 and "IN_PROGRESS" not in statuses.values():
+                    break
+            time.sleep(2)
+        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/sensor_name": "knowledge_base_sensor"}))
+        said = f"runs={[(r.job_name, r.status.value) for r in runs]}\n" + (tmp_path / "daemon.log").read_text()[-3000:]
+        assert statuses == {
+            "PMC1216327.nxml": "MATERIALIZED",
+            "plos_one_article.html": "MATERIALIZED",
+            "qpdf_bad1.pdf": "FAILED",
+        }, said
+        (run,) = [run for run in runs if run.job_name != "aggregates_job"]
+        assert run.job_name == "document_batch_job" and run.tags["atlas/documents"] == "3", said
+        assert run.status == dg.DagsterRunStatus.FAILURE  # at document_status, for qpdf_bad1.pdf alone
+        extracted = instance.get_status_by_partition(dg.AssetKey("document_extraction"), keys, documents_partitions)
+        assert {status.value for status in extracted.values()} == {"MATERIALIZED"}
+        failed = latest_metadata(instance, "document_extraction", "qpdf_bad1.pdf")
+        assert failed["reason"].value == "snapshot: not a PDF (no %PDF- header)"
 
 
 def test_atlas_dev_serves_the_ui_runs_the_daemon_and_stops_cleanly(tmp_path):

@@ -33,7 +33,7 @@ from atlas_pipeline.extraction.llm.errors import (
     LLMQueuedError,
     LLMResponseError,
 )
-from atlas_pipeline.extraction.llm.gate import RequestGate
+from atlas_pipeline.extraction.llm.gate import RequestGate, gate_directory
 from atlas_pipeline.extraction.llm.transport import Transport, describe, server_message
 from atlas_pipeline.extraction.llm.usage import Usage
 from atlas_pipeline.extraction.prices import Price
@@ -94,7 +94,8 @@ class LLMClient:
             raise LLMPermanentError("the Batch API is not on (ATLAS_LLM_BATCH)")
         report = PollReport()
         client = self.transport.openai
-        with open(self.gate.directory / "batch.lock", "a") as lock:
+        folder = gate_directory(self.config.base_url, self.config.model, self.config.gate_dir or None)
+        with open(folder / "batch.lock", "a") as lock:  # this machine's: the Batch API is one sensor's work
             fcntl.flock(lock, fcntl.LOCK_EX)
             for step in (
                 lambda: self.batch.poll(client, self.config.model, report),

@@ -27,6 +27,7 @@ class LLMConfig:
     requests_per_minute: int = 0  # 0: no budget
     tokens_per_minute: int = 0
     gate_dir: str = ""  # the lock files of the concurrency gate (empty: the system's temp folder)
+    gate_url: str = field(repr=False, default="")  # a PostgreSQL database holding the gate for every machine
 
 
 def estimate_tokens(messages: list[dict[str, str]]) -> int:

@@ -16,7 +16,11 @@ run never leaks a slot. A small state file (under its own lock) holds what every
 - optional budgets: requests per minute and tokens per minute over the last 60 seconds (a request's tokens are
   estimated when it is sent and corrected when its answer says what it cost).
 
-Locks are local to a machine: workers on several hosts each hold their own gate (``docs/operations.md``).
+Where: lock files are local to a machine. On PostgreSQL (``LLMConfig.gate_url``: the Dagster instance's database by
+default, ``ATLAS_LLM_GATE``) the slots are session advisory locks and the state a row under a transaction's advisory
+lock (``PostgresGateStorage``): every process on every machine that uses the database shares one cap, and a lock is
+released by the server when its holder's connection ends — a killed run, a lost machine — as the kernel does for a
+file lock.
 """
 
 from __future__ import annotations
@@ -33,16 +37,22 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 DECREASE_EVERY_SECONDS = 1.0  # senders refused together halve the window once
 POLL_SECONDS = (0.02, 0.25)  # waiting for a free slot: first and longest pause between looks
 MINUTE = 60.0
 
 
+def gate_name(base_url: str, model: str) -> str:
+    """One gate per endpoint and model (a trailing slash is the same endpoint)."""
+    return hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
+
+
 def gate_directory(base_url: str, model: str, root: str | None = None) -> Path:
     """The slots of one endpoint and model, shared by every process of this user on this machine (the default
     folder in ``$XDG_RUNTIME_DIR`` or the temp folder must be this user's own: another user's could pause us)."""
-    name = hashlib.sha256(f"{base_url.rstrip('/')}\n{model}".encode()).hexdigest()[:16]
+    name = gate_name(base_url, model)
     if root:
         return Path(root) / name
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"atlas-llm-gate-{os.getuid()}"
@@ -72,54 +82,106 @@ class Waited:
     reasons: set[str] = field(default_factory=set)
 
 
-class RequestGate:
-    """At most ``limit`` requests in flight to one endpoint, slowed together when it says so."""
+class GateStorage(Protocol):
+    """Where a gate keeps its slots and its state: the files of a folder (one machine) or a PostgreSQL database
+    (every machine that uses it)."""
 
-    def __init__(
-        self,
-        directory: Path,
-        limit: int,
-        requests_per_minute: int = 0,
-        tokens_per_minute: int = 0,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if limit < 1:
-            raise ValueError("a gate needs at least one slot")
+    def transaction(self) -> contextlib.AbstractContextManager[tuple[str, Callable[[str], None]]]:
+        """The state's text ("" when there is none) under a lock every sender takes, and how to write it back."""
+        ...
+
+    def take(self, window: int) -> tuple[int, object] | None:
+        """Hold the first free slot below ``window`` (its number, and what releases it), or None."""
+        ...
+
+    def release(self, held: object) -> None: ...
+
+
+class FileGateStorage:
+    """Slots as ``flock``-ed files of a folder, the state a JSON file under its own lock: this machine's processes."""
+
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.limit = limit
-        self.requests_per_minute = requests_per_minute
-        self.tokens_per_minute = tokens_per_minute
-        self.clock = clock
-        self.sleep = sleep
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._state_path = directory / "state.json"
         self._lock_path = directory / "state.lock"
 
-    # -- the shared state ---------------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _state(self) -> Iterator[GateState]:
-        """The state under its lock; written back when the block changed it (waiting senders only read)."""
+    def transaction(self) -> Iterator[tuple[str, Callable[[str], None]]]:
+        def write(text: str) -> None:
+            temporary = self._state_path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            temporary.write_text(text)
+            os.replace(temporary, self._state_path)
+
         with open(self._lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 try:
                     raw = self._state_path.read_text()
-                    state = GateState(**json.loads(raw))
-                except (OSError, ValueError, TypeError):
-                    raw, state = "", GateState(window=float(self.limit))
-                state.window = max(1.0, min(state.window, float(self.limit)))  # the limit may have changed
-                now = self.clock()
-                state.sent = [entry for entry in state.sent if now - entry[0] < MINUTE]
-                state.corrections = [entry for entry in state.corrections if now - entry[0] < MINUTE]
-                yield state
-                written = json.dumps(state.__dict__)
-                if written != raw:
-                    temporary = self._state_path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-                    temporary.write_text(written)
-                    os.replace(temporary, self._state_path)
+                except OSError:
+                    raw = ""
+                yield raw, write
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def take(self, window: int) -> tuple[int, object] | None:
+        for number in range(max(1, window)):
+            handle = open(self.directory / f"slot-{number}", "a")  # noqa: SIM115 - held until the request ends
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            return number, handle
+        return None
+
+    def release(self, held: object) -> None:
+        fcntl.flock(held, fcntl.LOCK_UN)
+        held.close()
+
+
+class RequestGate:
+    """At most ``limit`` requests in flight to one endpoint, slowed together when it says so."""
+
+    def __init__(
+        self,
+        directory: Path | None,
+        limit: int,
+        requests_per_minute: int = 0,
+        tokens_per_minute: int = 0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        storage: GateStorage | None = None,
+    ) -> None:
+        """``directory``: the slots' folder on this machine; or ``storage`` (e.g. ``PostgresGateStorage``)."""
+        if limit < 1:
+            raise ValueError("a gate needs at least one slot")
+        if storage is None and directory is None:
+            raise ValueError("a gate needs a folder or a storage")
+        self.storage = storage or FileGateStorage(directory)
+        self.limit = limit
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = tokens_per_minute
+        self.clock = clock
+        self.sleep = sleep
+
+    # -- the shared state ---------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _state(self) -> Iterator[GateState]:
+        """The state under its lock; written back when the block changed it (waiting senders only read)."""
+        with self.storage.transaction() as (raw, write):
+            try:
+                state = GateState(**json.loads(raw)) if raw else GateState(window=float(self.limit))
+            except (ValueError, TypeError):
+                raw, state = "", GateState(window=float(self.limit))
+            state.window = max(1.0, min(state.window, float(self.limit)))  # the limit may have changed
+            now = self.clock()
+            state.sent = [entry for entry in state.sent if now - entry[0] < MINUTE]
+            state.corrections = [entry for entry in state.corrections if now - entry[0] < MINUTE]
+            yield state
+            written = json.dumps(state.__dict__)
+            if written != raw:
+                write(written)
 
     def window(self) -> float:
         with self._state() as state:
@@ -153,7 +215,7 @@ class RequestGate:
             with self._state() as state:
                 now = self.clock()
                 wait, reason = self._budget_wait(state, tokens, now)
-                held = None if wait > 0 else self._take(int(state.window))
+                held = None if wait > 0 else self.storage.take(int(state.window))
                 if held is not None:
                     state.sent.append([now, float(tokens)])
             if held is not None:
@@ -168,19 +230,7 @@ class RequestGate:
         try:
             yield number
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
-
-    def _take(self, window: int):
-        for number in range(max(1, window)):
-            handle = open(self.directory / f"slot-{number}", "a")  # noqa: SIM115 - held until the request ends
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                continue
-            return number, handle
-        return None
+            self.storage.release(handle)
 
     def answered(self, estimated: int = 0, used: int = 0, sent_at: float | None = None) -> None:
         """A request was answered: the window grows by ``1/window`` (not for a request sent before the last

@@ -35,7 +35,7 @@ from atlas_pipeline.extraction.llm.errors import (
     LLMResponseError,
     LLMTransientError,
 )
-from atlas_pipeline.extraction.llm.gate import RequestGate, Waited, gate_directory
+from atlas_pipeline.extraction.llm.gate import RequestGate, Waited, gate_directory, gate_name
 from atlas_pipeline.extraction.llm.usage import Usage
 from atlas_pipeline.extraction.prices import Price
 
@@ -97,6 +97,18 @@ class OutputFormat:
                 LOG.warning("endpoint rejected %s output; falling back to %s", rejected, self.current)
 
 
+def _gate(config: LLMConfig) -> RequestGate:
+    """The cap of ``ATLAS_LLM_CONCURRENCY``: in a PostgreSQL database shared by every machine (``config.gate_url``),
+    else in this machine's lock files."""
+    limits = (config.concurrency, config.requests_per_minute, config.tokens_per_minute)
+    if config.gate_url:
+        from atlas_pipeline.extraction.llm.gate_postgres import PostgresGateStorage
+
+        storage = PostgresGateStorage(config.gate_url, gate_name(config.base_url, config.model))
+        return RequestGate(None, *limits, storage=storage)
+    return RequestGate(gate_directory(config.base_url, config.model, config.gate_dir or None), *limits)
+
+
 class Transport:
     """Requests to one endpoint and model: the gate, the retries, the output format, the price."""
 
@@ -110,12 +122,7 @@ class Transport:
         self.config = config
         self.sleep = sleep
         self.price = price  # None: the cost is unknown (Usage.cost stays 0)
-        self.gate = gate or RequestGate(
-            gate_directory(config.base_url, config.model, config.gate_dir or None),
-            config.concurrency,
-            config.requests_per_minute,
-            config.tokens_per_minute,
-        )
+        self.gate = gate or _gate(config)
         self.openai = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key or "not-needed",
