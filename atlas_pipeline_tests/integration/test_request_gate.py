@@ -203,3 +203,17 @@ def test_a_sender_killed_on_postgresql_gives_its_slot_back(llm_server, postgres,
         assert time.monotonic() < deadline, "the killed sender's slot was never given back"
         time.sleep(0.2)
     gate.storage.release(held[1])
+
+
+def test_an_unreachable_gate_database_is_said_without_its_password():
+    from atlas_pipeline.extraction.llm.gate_postgres import GateDatabaseError, PostgresGateStorage, libpq_url
+
+    assert libpq_url("postgresql+psycopg2://u:p@h:5/db") == "postgresql://u:p@h:5/db"
+    storage = PostgresGateStorage("postgresql+psycopg2://atlas:s3cret-pw@127.0.0.1:9/atlas", "gate")
+    for attempt in (lambda: storage.take(1), lambda: storage.transaction().__enter__()):
+        try:
+            attempt()
+        except GateDatabaseError as error:
+            assert "127.0.0.1:9/atlas is not reachable" in str(error) and "s3cret-pw" not in str(error)
+        else:
+            raise AssertionError("an unreachable database was not said")
