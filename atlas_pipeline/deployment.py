@@ -362,21 +362,23 @@ class Deployment:
     def llm_configured(self) -> bool:
         return bool(self.settings.llm.base_url)
 
-    def llm_config(self, shared_database: str = "") -> LLMConfig:
-        """The endpoint and its limits; ``shared_database``: the Dagster instance's PostgreSQL URL, if it has one —
-        where the request gate counts ``ATLAS_LLM_CONCURRENCY`` for every machine (``ATLAS_LLM_GATE``)."""
+    def llm_config(self, shared_database: str | None = None) -> LLMConfig:
+        """The endpoint and its limits. ``shared_database``, given where requests are sent through the gate (the
+        extraction step): the Dagster instance's PostgreSQL URL, "" for another instance — where the request gate
+        counts ``ATLAS_LLM_CONCURRENCY`` for every machine (``ATLAS_LLM_GATE``); None where nothing is sent through
+        it (what a command shows, the Batch API's uploads): this machine's files."""
         from atlas_pipeline.extraction.llm.config import LLMConfig
 
         settings = self.settings
         own = set(LLMConfig.__dataclass_fields__) - {"api_key", "gate_url"}
         values = {name: getattr(settings.llm, name) for name in own}
         gate = settings.llm.gate
-        if gate == "postgres" and not shared_database:
+        if gate == "postgres" and shared_database == "":
             raise SettingsError(
                 "ATLAS_LLM_GATE=postgres needs a Dagster instance on PostgreSQL (deploy/postgres/dagster.yaml): its "
                 "database holds the request gate (or set ATLAS_LLM_GATE=host)"
             )
-        gate_url = shared_database if gate != "host" else ""
+        gate_url = (shared_database or "") if gate != "host" else ""
         return LLMConfig(**values, api_key=settings.llm.api_key.get_secret_value(), gate_url=gate_url)
 
     def price_file(self) -> str:
@@ -390,7 +392,7 @@ class Deployment:
             return PriceTable(currency="USD", models={}, source=path)
         return load_prices(path)
 
-    def llm_client(self, cache: Store | None, shared_database: str = "") -> LLMClient:
+    def llm_client(self, cache: Store | None, shared_database: str | None = None) -> LLMClient:
         """The client of the configured endpoint; ``cache``: the store that keeps answers (and the Batch API queue);
         ``shared_database``: see ``llm_config``."""
         from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
@@ -399,7 +401,7 @@ class Deployment:
         batch = self.batch_queue(cache) if self.settings.llm.batch and cache is not None else None
         return LLMClient(config, cache, price=table.price_of(config.model), currency=table.currency, batch=batch)
 
-    def second_llm_config(self, shared_database: str = "") -> LLMConfig | None:
+    def second_llm_config(self, shared_database: str | None = None) -> LLMConfig | None:
         """The second, independent extractor (``ATLAS_LLM_SECOND_*``), or None when one extractor is declared: its
         model, on its own endpoint or the first's, with the first's limits."""
         settings = self.settings
@@ -412,7 +414,7 @@ class Deployment:
             key = first.api_key
         return dataclasses.replace(first, model=settings.llm.second_model, base_url=base_url, api_key=key)
 
-    def second_llm_client(self, cache: Store | None, shared_database: str = "") -> LLMClient | None:
+    def second_llm_client(self, cache: Store | None, shared_database: str | None = None) -> LLMClient | None:
         """The second extractor's client (its answers cached and accounted on their own), or None."""
         from atlas_pipeline.extraction.llm.client import LLMClient  # openai loads only where an LLM is called
 

@@ -399,7 +399,8 @@ class LLMSettings(SettingGroup):
         ge=1,
         le=512,
         description=(
-            "LLM requests in flight at most, across every run and process on this machine (a hosted endpoint: 8–64; a"
+            "LLM requests in flight at most, across every run, process and machine of the deployment (on this machine "
+            "only with ATLAS_LLM_GATE=host or a SQLite instance; a hosted endpoint: 8–64; a"
             " local llama.cpp/Ollama: its parallel slots; vLLM: 16–64). A 429 halves it for a while."
         ),
     )
@@ -655,7 +656,12 @@ class RuntimeSettings(SettingGroup):
         ),
     )
     sensor_interval_seconds: int = Field(30, ge=1, le=86400, description="Seconds between knowledge-base scans.")
-    sensor_max_runs_per_tick: int = Field(200, ge=1, le=10000, description="Run requests per sensor tick.")
+    sensor_max_runs_per_tick: int = Field(
+        200,
+        ge=1,
+        le=10000,
+        description="Documents requested per sensor tick (in runs of ATLAS_DOCUMENTS_PER_RUN); the rest wait a tick.",
+    )
     documents_per_run: int = Field(
         0,
         ge=0,

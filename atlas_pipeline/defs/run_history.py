@@ -92,3 +92,43 @@ def aggregate_facts(
         limit=1,
     )
     return dataclasses.replace(facts, ended_badly=bool(ended_badly))
+
+
+@dataclass(frozen=True)
+class FaultedBatch:
+    """A batch run of the sensor that failed before some of its documents were extracted (one raised, a fault): they
+    run again one per run, as ``atlas run`` does at once, so a document that raises fails alone."""
+
+    run_id: str
+    missed: tuple[str, ...]
+
+
+def faulted_batches(instance: dg.DagsterInstance, since: float) -> tuple[list[FaultedBatch], float]:
+    """The sensor's failed ``document_batch_job`` runs updated after ``since`` (a timestamp, a minute's overlap kept:
+    the run keys make a second request of the same one a no-op), each with the documents whose extraction is not
+    materialised now; and the newest update seen."""
+    from atlas_pipeline.dagster_internals import AssetPartitionStatus
+    from atlas_pipeline.defs.document_runs import documents_of
+    from atlas_pipeline.defs.partitions import documents_partitions
+
+    records = instance.get_run_records(
+        dg.RunsFilter(
+            job_name="document_batch_job",
+            statuses=[dg.DagsterRunStatus.FAILURE],
+            tags={"dagster/sensor_name": "knowledge_base_sensor"},
+            updated_after=datetime.fromtimestamp(max(0.0, since - 60), UTC),
+        )
+    )
+    if not records:
+        return [], since
+    order = list(instance.get_dynamic_partitions(documents_partitions.name))
+    found, newest = [], since
+    for record in records:
+        updated = record.update_timestamp
+        newest = max(newest, (updated if updated.tzinfo else updated.replace(tzinfo=UTC)).timestamp())
+        members = sorted(documents_of(record.dagster_run, order))
+        statuses = instance.get_status_by_partition(dg.AssetKey(EXTRACTION_ASSET_NAME), members, documents_partitions)
+        missed = tuple(key for key in members if (statuses or {}).get(key) != AssetPartitionStatus.MATERIALIZED)
+        if missed:
+            found.append(FaultedBatch(record.dagster_run.run_id, missed))
+    return found, newest

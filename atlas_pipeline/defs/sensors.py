@@ -15,7 +15,7 @@ from atlas_pipeline.defs.document_runs import DOCUMENT_JOBS, WAITING_OR_RUNNING
 from atlas_pipeline.defs.jobs import aggregates_job, document_batch_job, document_job, review_job
 from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.defs.resources import AtlasResource
-from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts
+from atlas_pipeline.defs.run_history import InstanceFacts, aggregate_facts, faulted_batches
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import CatalogEntry, refresh_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_splits
@@ -45,6 +45,7 @@ def decode_cursor(cursor: str | None) -> dict[str, str]:
     return value if isinstance(value, dict) else {}
 
 
+FAULTS_SEEN_MARK = ":faulted-batches-seen"  # in the cursor beside the documents (keys have no ':'): runs looked at
 SHOWN_ALIASES = 20  # an observation names a document's first copies and counts the rest (100k copies: no 1.6 MB)
 
 
@@ -125,8 +126,23 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
         order = [*known, *to_add]
         batches = plan_batches([e.key for e in plan.to_run], order, atlas.deployment.documents_per_run())
         run_requests = [document_run_request([entries[key] for key in batch], tag) for batch in batches]
+        # a batch that faulted (a document raised): its documents not extracted run again, one per run
+        faulted, seen = faulted_batches(context.instance, float(requested.get(FAULTS_SEEN_MARK) or 0))
+        for batch in faulted:
+            for key in batch.missed:
+                entry = scan.catalog.entries.get(key)
+                if entry is not None and not entry.removed and key not in entries:
+                    run_requests.append(
+                        dg.RunRequest(
+                            run_key=f"{entry.run_key}:{tag}:alone-after:{batch.run_id}",
+                            partition_key=key,
+                            job_name=document_job.name,
+                            tags={"atlas/sha256": entry.sha256, "atlas/after_batch": batch.run_id},
+                        )
+                    )
         # made already (e.g. by `atlas run`) from these bytes with this version: marked, nothing requested
         requested.update({key: marks[key] for key in [*plan.unchanged, *plan.keys]})
+        requested[FAULTS_SEEN_MARK] = str(seen)
         observations = [
             dg.AssetObservation(
                 asset_key="document_snapshot",

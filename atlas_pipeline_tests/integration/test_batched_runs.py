@@ -140,3 +140,46 @@ def test_the_sensor_requests_a_batch_of_waiting_documents_and_a_lone_one_alone(
     copy_into(knowledge_base, "rct_jats/PMC1475568.nxml")  # one new document: at once, alone
     (alone,) = harness.tick().run_requests
     assert (alone.job_name, alone.partition_key) == ("document_job", "PMC1475568.nxml")
+
+
+def test_a_batch_that_faults_has_its_documents_run_again_one_per_run(
+    instance, knowledge_base, settings_for, atlas_for, monkeypatch
+):
+    """A document that raises (a fault, not a document problem: here a store that fails for it) stops its batch's
+    step; the sensor's next tick asks for each document the batch did not extract in a run of its own, so the others
+    are extracted and the one that raises fails alone — what `atlas run` does at once."""
+    from atlas_pipeline.defs import document_assets
+
+    copy_into(knowledge_base, *DOCUMENTS)
+    settings = settings_for(knowledge_base, documents_per_run="8")
+    atlas = atlas_for(knowledge_base, documents_per_run="8")
+    real = document_assets.take_snapshot
+
+    def failing(knowledge_base, store, entry, **options):
+        if entry.key == "plos_one_article.html":
+            raise OSError("the store refused the write")
+        return real(knowledge_base, store, entry, **options)
+
+    monkeypatch.setattr(document_assets, "take_snapshot", failing)
+    harness = SensorHarness(instance, settings, atlas)
+    (batch,) = harness.tick().run_requests
+    tags = {**batch.tags, "dagster/sensor_name": "knowledge_base_sensor"}  # as the daemon launches it
+    job = harness.defs.resolve_job_def(batch.job_name)
+    assert not job.execute_in_process(instance=instance, tags=tags, raise_on_error=False).success
+    again = harness.tick().run_requests
+    assert sorted((r.job_name, r.partition_key) for r in again) == [
+        ("document_job", "PMC1216327.nxml"),
+        ("document_job", "plos_one_article.html"),
+        ("document_job", "qpdf_bad1.pdf"),
+    ]
+    assert all(r.run_key.endswith(f":alone-after:{instance.get_runs()[0].run_id}") for r in again)
+    for request in again:
+        job = harness.defs.resolve_job_def(request.job_name)
+        job.execute_in_process(instance=instance, partition_key=request.partition_key, raise_on_error=False)
+    states = {s.key: s for s in document_states(instance, atlas)}
+    assert states["PMC1216327.nxml"].status == DocumentStatus.DONE
+    assert states["qpdf_bad1.pdf"].reason == "snapshot: not a PDF (no %PDF- header)"  # its own, handled failure
+    assert states["plos_one_article.html"].status == DocumentStatus.FAILED
+    assert "the store refused the write" in states["plos_one_article.html"].reason  # the fault, on it alone
+    # the batch is not looked at twice: what its documents needed was asked (the daemon drops a run key it saw)
+    assert {r.run_key for r in harness.tick().run_requests} <= {r.run_key for r in again}

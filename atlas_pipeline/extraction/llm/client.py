@@ -95,6 +95,7 @@ class LLMClient:
         report = PollReport()
         client = self.transport.openai
         folder = gate_directory(self.config.base_url, self.config.model, self.config.gate_dir or None)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # made by the gate's files, unless it is on PostgreSQL
         with open(folder / "batch.lock", "a") as lock:  # this machine's: the Batch API is one sensor's work
             fcntl.flock(lock, fcntl.LOCK_EX)
             for step in (

@@ -23,7 +23,7 @@ class LLMConfig:
     backoff_seconds: float = 2.0
     structured_output: StructuredOutput = "json_schema"
     max_tokens: int = 4096
-    concurrency: int = 8  # requests in flight across every run and process on this machine
+    concurrency: int = 8  # requests in flight across every run and process (on PostgreSQL: every machine)
     requests_per_minute: int = 0  # 0: no budget
     tokens_per_minute: int = 0
     gate_dir: str = ""  # the lock files of the concurrency gate (empty: the system's temp folder)

@@ -19,8 +19,8 @@ run never leaks a slot. A small state file (under its own lock) holds what every
 Where: lock files are local to a machine. On PostgreSQL (``LLMConfig.gate_url``: the Dagster instance's database by
 default, ``ATLAS_LLM_GATE``) the slots are session advisory locks and the state a row under a transaction's advisory
 lock (``PostgresGateStorage``): every process on every machine that uses the database shares one cap, and a lock is
-released by the server when its holder's connection ends — a killed run, a lost machine — as the kernel does for a
-file lock.
+released by the server when its holder's connection ends — a killed run at once, a lost machine within about a
+minute (TCP keepalives) — as the kernel does for a file lock.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ from atlas_pipeline.core.errors import AtlasError
 TABLE = "atlas_llm_gate"
 _TABLE_LOCK = int.from_bytes(hashlib.sha256(TABLE.encode()).digest()[:8], "big", signed=True)
 STATE_SLOT = -1  # the state's lock: the gate's key with a slot number no request takes
+# the server notices a lost client (a machine powered off, a network cut) within about a minute and ends its
+# session, giving its slots back; without it, the operating system's default is two hours
+KEEPALIVES = "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3"
 
 
 class GateDatabaseError(AtlasError, OSError):
@@ -45,6 +48,7 @@ class PostgresGateStorage:
         self._state_lock = threading.Lock()  # the state's connection: one transaction at a time
         self._pool_lock = threading.Lock()  # the idle slot connections (taken inside a state transaction)
         self._idle: list = []
+        self._most_idle = 1  # the largest window asked for: more idle connections than that are closed
         self._state_connection = None
         self._table_ready = False
 
@@ -52,7 +56,16 @@ class PostgresGateStorage:
         import psycopg2
 
         try:
-            connection = psycopg2.connect(self.url, connect_timeout=10, application_name="atlas-llm-gate")
+            connection = psycopg2.connect(
+                self.url,
+                connect_timeout=10,
+                application_name="atlas-llm-gate",
+                options=KEEPALIVES,
+                keepalives=1,
+                keepalives_idle=30,
+                keepalives_interval=10,
+                keepalives_count=3,
+            )
         except psycopg2.Error as error:
             where = self.url.rsplit("@", 1)[-1]  # host, port and database: never the password
             raise GateDatabaseError(f"the LLM request gate's database {where} is not reachable: {error}") from None
@@ -89,18 +102,37 @@ class PostgresGateStorage:
                 raise
 
     def take(self, window: int) -> tuple[int, object] | None:
+        import psycopg2
+
         with self._pool_lock:
             connection = self._idle.pop() if self._idle else None
-        if connection is None or connection.closed:
-            connection = self._connect(autocommit=True)
-        with connection.cursor() as cursor:
-            for number in range(max(1, window)):
-                cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", (self.key, number))
-                if cursor.fetchone()[0]:
-                    return number, (connection, number)
-        with self._pool_lock:
-            self._idle.append(connection)
+            self._most_idle = max(self._most_idle, window)
+        for fresh in (connection is None or connection.closed, True):  # a pooled one may have been cut: once again
+            if fresh:
+                connection = self._connect(autocommit=True)
+            try:
+                with connection.cursor() as cursor:
+                    for number in range(max(1, window)):
+                        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", (self.key, number))
+                        if cursor.fetchone()[0]:
+                            return number, (connection, number)
+                break
+            except psycopg2.OperationalError:
+                with contextlib.suppress(Exception):
+                    connection.close()
+                if fresh:
+                    raise
+        self._idle_again(connection)
         return None
+
+    def _idle_again(self, connection) -> None:
+        """Kept for the next request, up to the window's number of idle connections (the rest closed: a server
+        allows few, 100 by default)."""
+        with self._pool_lock:
+            if len(self._idle) < self._most_idle:
+                self._idle.append(connection)
+                return
+        connection.close()
 
     def release(self, held: object) -> None:
         connection, number = held
@@ -111,5 +143,4 @@ class PostgresGateStorage:
             with contextlib.suppress(Exception):
                 connection.close()
             return
-        with self._pool_lock:
-            self._idle.append(connection)
+        self._idle_again(connection)

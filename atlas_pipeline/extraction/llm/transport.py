@@ -150,7 +150,7 @@ class Transport:
         while True:
             waited = Waited()
             try:
-                with self.gate.slot(estimate, waited):  # at most ATLAS_LLM_CONCURRENCY in flight, on this machine
+                with self.gate.slot(estimate, waited):  # at most ATLAS_LLM_CONCURRENCY in flight (gate)
                     usage.calls += 1  # every request sent counts, answered or not
                     sent_at, form = self.gate.clock(), self.format.current
                     response = self._send(messages, schema, sent_at, form)
