@@ -137,6 +137,14 @@ def test_the_gate_folder_is_one_per_endpoint_and_model(tmp_path):
     assert Path(str(one)).parent == tmp_path
 
 
+def _database_url(postgres: dict[str, str]) -> str:
+    """The test database's libpq URL (what the instance's ``postgres_url`` is, without SQLAlchemy's driver name)."""
+    return (
+        f"postgresql://{postgres['DAGSTER_PG_USERNAME']}@{postgres['DAGSTER_PG_HOST']}:{postgres['DAGSTER_PG_PORT']}"
+        f"/{postgres['DAGSTER_PG_DB']}"
+    )
+
+
 def _senders(llm_server, tmp_path, database: str, processes: int = 2, limit: int = 3, threads: int = 6) -> list[str]:
     """``processes`` senders, each with a gate folder of its own — as on machines of their own — and the same
     ``database`` (none: each keeps its own cap)."""
@@ -157,10 +165,7 @@ def test_two_processes_on_one_postgresql_never_exceed_the_cap_together(llm_serve
     no folder (two machines, two Celery workers) share one ATLAS_LLM_CONCURRENCY; without it each has the whole."""
     from atlas_pipeline.extraction.llm.gate_postgres import TABLE
 
-    url = (
-        f"postgresql://{postgres['DAGSTER_PG_USERNAME']}@{postgres['DAGSTER_PG_HOST']}:{postgres['DAGSTER_PG_PORT']}"
-        f"/{postgres['DAGSTER_PG_DB']}"
-    )
+    url = _database_url(postgres)
     llm_server.script(default={**OK, "delay": 0.4})
     assert _senders(llm_server, tmp_path / "apart", "") == ["sent 6\n"] * 2
     assert llm_server.most_in_flight() > 3  # the control: two machines' folders, a cap each
@@ -178,10 +183,7 @@ def test_two_processes_on_one_postgresql_never_exceed_the_cap_together(llm_serve
 
 
 def test_a_sender_killed_on_postgresql_gives_its_slot_back(llm_server, postgres, tmp_path):
-    url = (
-        f"postgresql://{postgres['DAGSTER_PG_USERNAME']}@{postgres['DAGSTER_PG_HOST']}:{postgres['DAGSTER_PG_PORT']}"
-        f"/{postgres['DAGSTER_PG_DB']}"
-    )
+    url = _database_url(postgres)
     folder = tmp_path / "holder"
     folder.mkdir()
     command = [sys.executable, "-m", "atlas_pipeline_tests.support.llm_sender", llm_server.base_url, str(folder)]
