@@ -232,12 +232,29 @@ def _perturbed(kind: str, function) -> list[tuple[str, str, str]]:
     return altered
 
 
+@cache
+def alterations(kind: str) -> list[tuple[str, str, str]]:
+    return _perturbed(kind, MEANING_CHANGES[kind])
+
+
 @pytest.mark.parametrize("kind", sorted(MEANING_CHANGES))
-def test_no_meaning_changing_alteration_is_verified(kind):
-    altered = _perturbed(kind, MEANING_CHANGES[kind])
-    assert len(altered) >= 40, f"too few quotes to alter for {kind}"
-    verified = [(changed, match_quote(changed, documents()[pmcid][0])) for pmcid, _, changed in altered]
-    verified = [(changed, match.note) for changed, match in verified if match.tier == "verified"]
+def test_every_meaning_change_is_tried_on_enough_real_quotes(kind):
+    assert len(alterations(kind)) >= 40, f"too few quotes to alter for {kind}"
+
+
+SHARDS = 4  # the articles in four parts, each graded against every kind: an article is tokenized once, not per kind
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_meaning_changing_alteration_is_verified(shard):
+    verified = []
+    for pmcid in sorted(documents())[shard::SHARDS]:
+        scope = documents()[pmcid][0]
+        for kind in sorted(MEANING_CHANGES):
+            for _, _, changed in (item for item in alterations(kind) if item[0] == pmcid):
+                match = match_quote(changed, scope)
+                if match.tier == "verified":
+                    verified.append((kind, changed, match.note))
     assert verified == [], verified[:3]
 
 
