@@ -103,14 +103,18 @@ class FaultedBatch:
     missed: tuple[str, ...]
 
 
-def faulted_batches(instance: dg.DagsterInstance, since: float) -> tuple[list[FaultedBatch], float]:
+def faulted_batches(
+    instance: dg.DagsterInstance, since: float, order: Sequence[str]
+) -> tuple[list[FaultedBatch], float]:
     """The sensor's failed ``document_batch_job`` runs updated after ``since`` (a timestamp, a minute's overlap kept:
     the run keys make a second request of the same one a no-op), each with the documents whose extraction is not
-    materialised now; and the newest update seen."""
+    materialised now; and the newest update seen. ``order``: the partitions in their order, as the sensor read them
+    (a batch's documents are its partition range)."""
     from atlas_pipeline.dagster_internals import AssetPartitionStatus
     from atlas_pipeline.defs.document_runs import documents_of
     from atlas_pipeline.defs.partitions import documents_partitions
 
+    order = list(order)
     records = instance.get_run_records(
         dg.RunsFilter(
             job_name="document_batch_job",
@@ -121,7 +125,6 @@ def faulted_batches(instance: dg.DagsterInstance, since: float) -> tuple[list[Fa
     )
     if not records:
         return [], since
-    order = list(instance.get_dynamic_partitions(documents_partitions.name))
     found, newest = [], since
     for record in records:
         updated = record.update_timestamp

@@ -127,7 +127,7 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
         batches = plan_batches([e.key for e in plan.to_run], order, atlas.deployment.documents_per_run())
         run_requests = [document_run_request([entries[key] for key in batch], tag) for batch in batches]
         # a batch that faulted (a document raised): its documents not extracted run again, one per run
-        faulted, seen = faulted_batches(context.instance, float(requested.get(FAULTS_SEEN_MARK) or 0))
+        faulted, seen = faulted_batches(context.instance, float(requested.get(FAULTS_SEEN_MARK) or 0), known)
         for batch in faulted:
             for key in batch.missed:
                 entry = scan.catalog.entries.get(key)
