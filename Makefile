@@ -58,10 +58,10 @@ bench-ingest: setup
 bench-pipeline: setup
 	$(BIN)/python -m bench.pipeline
 
-bench-llm: setup ## Requests in flight: atlas run, batches and the daemon against an endpoint with a set latency (about 5 minutes)
+bench-llm: setup test-deps ## Requests in flight: atlas run, batches, the daemon and Celery (two workers, one cap) against an endpoint with a set latency (about 10 minutes)
 	$(BIN)/python -m bench.llm
 
-bench-scale: setup
+bench-scale: setup test-deps ## Sensor ticks, planner and aggregates at 10k, 50k and 100k documents on PostgreSQL; PDF memory; Celery (about 20 minutes)
 	$(BIN)/python -m bench.scale
 
 bench-scan: setup ## Knowledge-base scans of 10k, 50k and 100k files (copies of one file and distinct ones)

@@ -11,7 +11,8 @@ the corpus' trial articles, so that parsing is negligible) go through:
 - the daemon, one run per document (``ATLAS_DOCUMENTS_PER_RUN=1``: the sensor before batching), ``max_concurrent_runs``
   of them at a time (dagster.yaml);
 - the daemon as it is: the sensor cuts the waiting documents into runs of ``ATLAS_LLM_CONCURRENCY`` (the planner's
-  ``documents_per_run``, the same decision as ``atlas run``'s).
+  ``documents_per_run``, the same decision as ``atlas run``'s);
+- the Celery deployment with two workers on PostgreSQL and S3, one request cap for both (the gate in PostgreSQL).
 
 Each is timed with the endpoint answering at once and with ``--latency``: what the latency *adds* is compared to
 the ideal, ``ceil(n / concurrency) × latency``. The daemon is timed as a living review meets it: running already
@@ -32,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import dagster as dg
 
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.store.files import Store
@@ -108,13 +111,59 @@ def _time_daemon(
         return _wait(root, [name for name, _ in documents], began, limit)
 
 
+CELERY = "Celery, 2 workers, one cap in PostgreSQL (the sensor's batches)"
 MODES = {
     "atlas run --batch 1 (one document a run, before)": ["--batch", "1"],
     "atlas run (LLM mode default: a batch of ATLAS_LLM_CONCURRENCY)": [],
     "atlas run --workers 2": ["--workers", "2"],
     "daemon, one run per document (ATLAS_DOCUMENTS_PER_RUN=1, before)": {"ATLAS_DOCUMENTS_PER_RUN": "1"},
     "daemon (the sensor's batches of ATLAS_LLM_CONCURRENCY)": {},
+    CELERY: None,
 }
+
+
+def _time_celery(folder: Path, texts: list[tuple[str, str]], server, delay: float, concurrency: int) -> float:
+    """The Celery deployment of the tests (Redis, PostgreSQL, an S3-compatible server, the daemon, two workers):
+    every step a Celery task, the request gate in the instance's PostgreSQL database for both workers' processes.
+    Timed from the drop into the bucket (the cluster running already) until the last document is extracted."""
+    from scripted_servers.processes import S3_CREDENTIALS, create_database, moto_s3_server, postgres_server
+
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = dict(os.environ)
+    with postgres_server() as postgres, moto_s3_server(folder) as s3:
+        database = create_database(postgres.env, "bench_llm_celery")
+        os.environ.update({**S3_CREDENTIALS, "ATLAS_S3_ENDPOINT_URL": s3, **database})  # this process reads it too
+        try:
+            return _celery_wall(folder, database, texts, server, delay, concurrency)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _celery_wall(folder: Path, database: dict[str, str], texts, server, delay: float, concurrency: int) -> float:
+    """The cluster started and warmed by one document, then the documents dropped in and timed."""
+    from scripted_servers.celery_cluster import celery_deployment
+
+    extra = {"ATLAS_LLM_BASE_URL": server.base_url, "ATLAS_LLM_CONCURRENCY": str(concurrency)}
+    with celery_deployment(folder / "cluster", database, workers=2, pool_limit=2, extra_env=extra) as cluster:
+        warm, began = texts[0][1] + "\nwarm-up", time.perf_counter()  # the cluster warmed by one document
+        cluster.drop("warm-up.txt", warm.encode())
+        while not cluster.instance.get_materialized_partitions(dg.AssetKey("document_extraction")):
+            if time.perf_counter() - began > 600:
+                raise RuntimeError(f"the warm-up document never came through{cluster.logs()}")
+            time.sleep(0.5)
+        texts = [*texts, ("warm-up.txt", warm)]  # counted among the extracted, already done
+        server.script(default={"content": "{}", "delay": delay})  # requests in flight counted from here
+        began = time.perf_counter()
+        for name, text in texts[:-1]:
+            cluster.drop(name, text.encode())
+        while True:
+            done = cluster.instance.get_materialized_partitions(dg.AssetKey("document_extraction"))
+            if len(done) >= len(texts):
+                return time.perf_counter() - began
+            if time.perf_counter() - began > 1800:
+                raise RuntimeError(f"Celery extracted {len(done)} of {len(texts)} in 1800 s{cluster.logs()}")
+            time.sleep(0.5)
 
 
 def measure(documents: int, latency: float, concurrency: int, only: str = "") -> list[list[object]]:
@@ -134,7 +183,9 @@ def measure(documents: int, latency: float, concurrency: int, only: str = "") ->
                 env = _deployment(root, texts, server.base_url, concurrency)
                 answers = {"content": "{}", "delay": delay}
                 server.script(default=answers)
-                if isinstance(args, dict):  # a daemon
+                if args is None:
+                    wall = _time_celery(root, texts, server, delay, concurrency)
+                elif isinstance(args, dict):  # a daemon
                     wall = _time_daemon(root, env | args, texts, functools.partial(server.script, default=answers))
                 else:
                     wall = _time_cli(root, env, args)
@@ -188,7 +239,11 @@ def main() -> None:
         "moment the documents land until the last is extracted; its requests in flight are counted over that time. "
         "One run per document, the runs' own cost (a process each, ~2.5 s of Dagster's work on 2 cores) and the "
         "runs at a time bound the daemon, not the endpoint; the sensor's batches pay that cost once a batch and keep "
-        "ATLAS_LLM_CONCURRENCY requests in flight. The goals: `atlas run` within 2× the ideal; the batched daemon at "
+        "ATLAS_LLM_CONCURRENCY requests in flight. The Celery row runs the tests' Celery deployment (Redis, "
+        "PostgreSQL, an S3-compatible server, two workers taking every step as a task): two extraction steps at once "
+        "would send twice ATLAS_LLM_CONCURRENCY requests, the gate in the instance's database holds them to one cap "
+        "for both workers (its 'in flight at most' is the cap, or the cap was not shared). The goals: `atlas run` "
+        "within 2× the ideal; the batched daemon at "
         "≥ 0.8× `atlas run`'s documents a minute with ≥ 6 requests in flight."
     )
     write_report(args.report, "LLM concurrency", [("Requests in flight", note + "\n\n" + table(headers, rows))])

@@ -25,7 +25,7 @@ from atlas_pipeline.grading.document_checks import (
     document_checks,
     fields_needing_review,
 )
-from atlas_pipeline.knowledge.catalog import load_catalog
+from atlas_pipeline.knowledge.catalog import load_entries
 from atlas_pipeline.knowledge.snapshots import take_snapshot
 from atlas_pipeline.parsing import ParsedDocument
 from atlas_pipeline.parsing.document_parse import load_markdown, parse_snapshot
@@ -79,7 +79,7 @@ def document_snapshot(context: dg.AssetExecutionContext, atlas: AtlasResource) -
     wait_for_older_runs(context, batch.keys)  # one run per document at a time
     deployment = atlas.deployment
     store, knowledge_base = deployment.store(), deployment.open_knowledge_base()
-    catalog = None if batch.single else load_catalog(store)
+    catalog = None if batch.single else load_entries(store, batch.keys)  # their shards, not the whole catalog
 
     def snapshot(key: str) -> tuple[dict, str]:
         record = take_snapshot(knowledge_base, store, atlas.catalog_entry(key, catalog), max_bytes=deployment.max_bytes)

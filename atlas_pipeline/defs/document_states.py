@@ -200,6 +200,31 @@ def collect_document_states(
     return build_states(store, catalog, runs, version, accepted_tiers, derivations, every_document=only is None)
 
 
+RECORDS_PER_READ = 1000  # Dagster reads at most 10,000 event records at once; a tick may plan 10,000 documents
+
+
+def latest_extractions(instance: dg.DagsterInstance, keys: list[str]) -> dict[str, dg.AssetMaterialization]:
+    """Each partition's newest ``document_extraction`` materialisation: the storage id of each partition's latest
+    event (one indexed query), then those records, a thousand at a time — one document materialised a hundred times
+    never hides another's latest, and a tick of 10,000 documents stays inside Dagster's limit per read."""
+    latest: dict[str, dg.AssetMaterialization] = {}
+    for start in range(0, len(keys), RECORDS_PER_READ):
+        chunk = set(keys[start : start + RECORDS_PER_READ])
+        ids = instance.get_latest_storage_id_by_partition(
+            EXTRACTION_KEY, dg.DagsterEventType.ASSET_MATERIALIZATION, chunk
+        )
+        if not ids:
+            continue
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=EXTRACTION_KEY, storage_ids=list(ids.values())), limit=len(ids)
+        ).records
+        for record in records:
+            materialization = record.asset_materialization
+            if materialization is not None and materialization.partition:
+                latest[materialization.partition] = materialization
+    return latest
+
+
 def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry], version: str) -> set[str]:
     """Keys whose latest extraction was made from these very bytes (or, for a source that is never read, for the
     same reason) with this extraction version — by the sensor, ``atlas run`` or the UI — so running them again would
@@ -214,15 +239,7 @@ def already_extracted(instance: dg.DagsterInstance, entries: list[CatalogEntry],
         for key, status in (instance.get_status_by_partition(asset_key, keys, documents_partitions) or {}).items()
         if status == AssetPartitionStatus.FAILED
     }
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("document_extraction"), asset_partitions=[e.key for e in entries]),
-        limit=3 * len(entries),
-    ).records
-    latest: dict[str, dg.AssetMaterialization] = {}
-    for record in records:  # newest first
-        materialization = record.asset_materialization
-        if materialization is not None and materialization.partition:
-            latest.setdefault(materialization.partition, materialization)
+    latest = latest_extractions(instance, keys)
     done = set()
     for entry in entries:
         materialization = latest.get(entry.key)

@@ -32,18 +32,7 @@ from atlas_pipeline.knowledge.planning import (
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.review.final_values import merged_marks
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-
-
-def decode_cursor(cursor: str | None) -> dict[str, str]:
-    """The sensor cursor: partition key → ``fingerprint:extraction tag`` of the version already requested."""
-    if not cursor:
-        return {}
-    try:
-        value = json.loads(cursor)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
+from atlas_pipeline.store.sensor_marks import SensorMarks
 
 FAULTS_SEEN_MARK = ":faulted-batches-seen"  # in the cursor beside the documents (keys have no ':'): runs looked at
 SHOWN_ALIASES = 20  # an observation names a document's first copies and counts the rest (100k copies: no 1.6 MB)
@@ -102,7 +91,8 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
         except KnowledgeBaseError as error:  # gone (an unmounted share, a deleted bucket): say so, keep every result
             context.log.error(f"{error}; nothing is scanned until it is back (results so far are kept)")
             return dg.SensorResult(skip_reason=f"{error}: nothing scanned, results kept", cursor=context.cursor)
-        requested = decode_cursor(context.cursor)
+        book = SensorMarks(store, "knowledge_base_sensor")  # key → ``fingerprint:extraction tag`` requested already
+        requested, extra = book.read(context.cursor)
         known = context.instance.get_dynamic_partitions(documents_partitions.name)  # in the partition order
         existing = set(known)
         marks = {entry.key: f"{entry.fingerprint}:{tag}" for entry in scan.catalog.active()}
@@ -127,7 +117,7 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
         batches = plan_batches([e.key for e in plan.to_run], order, atlas.deployment.documents_per_run())
         run_requests = [document_run_request([entries[key] for key in batch], tag) for batch in batches]
         # a batch that faulted (a document raised): its documents not extracted run again, one per run
-        faulted, seen = faulted_batches(context.instance, float(requested.get(FAULTS_SEEN_MARK) or 0), known)
+        faulted, seen = faulted_batches(context.instance, float(extra.get(FAULTS_SEEN_MARK) or 0), known)
         for batch in faulted:
             for key in batch.missed:
                 entry = scan.catalog.entries.get(key)
@@ -142,7 +132,7 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
                     )
         # made already (e.g. by `atlas run`) from these bytes with this version: marked, nothing requested
         requested.update({key: marks[key] for key in [*plan.unchanged, *plan.keys]})
-        requested[FAULTS_SEEN_MARK] = str(seen)
+        extra[FAULTS_SEEN_MARK] = str(seen)
         observations = [
             dg.AssetObservation(
                 asset_key="document_snapshot",
@@ -169,7 +159,7 @@ def build_knowledge_base_sensor(deployment: Deployment, extraction_version: str 
             run_requests=run_requests,
             asset_events=observations,
             dynamic_partitions_requests=[documents_partitions.build_add_request(to_add)] if to_add else [],
-            cursor=json.dumps(requested, separators=(",", ":"), sort_keys=True),
+            cursor=book.cursor(requested, extra),
             skip_reason=None if run_requests or to_add else summary,
         )
 
@@ -197,13 +187,14 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
                 context.log.info(f"review inbox: {report.summary()}")
         except Exception as error:  # an inbox that cannot be read never stops decisions from being merged
             context.log.error(f"review inbox {inbox}: {type(error).__name__}: {error}")
-        seen = decode_cursor(context.cursor)
+        book = SensorMarks(store, "review_sensor")  # key → the mark of the decisions merged or asked for
+        seen, extra = book.read(context.cursor)
         splits = str(load_splits(store).changed_at)
-        if splits != seen.get(SPLITS_MARK, "0.0"):  # a person split or joined a duplicate group: the aggregates follow
+        if splits != extra.get(SPLITS_MARK, "0.0"):  # a person split or joined a duplicate group: the aggregates follow
             context.log.info("duplicate groups changed by a person: refreshing the aggregates")
             return dg.SensorResult(
                 run_requests=[dg.RunRequest(run_key=f"splits:{splits}", job_name=aggregates_job.name)],
-                cursor=json.dumps({**seen, SPLITS_MARK: splits}, separators=(",", ":"), sort_keys=True),
+                cursor=book.cursor(seen, {**extra, SPLITS_MARK: splits}),
             )
         marks = decision_marks(store)
         known = context.instance.get_dynamic_partitions(documents_partitions.name)  # in the partition order
@@ -223,7 +214,7 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
             context.log.info(summary)
         return dg.SensorResult(
             run_requests=run_requests,
-            cursor=json.dumps({**seen, **up_to_date, **changed}, separators=(",", ":"), sort_keys=True),
+            cursor=book.cursor({**seen, **up_to_date, **changed}, extra),
             skip_reason=None if run_requests else "no new decisions",
         )
 

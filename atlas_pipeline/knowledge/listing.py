@@ -75,6 +75,20 @@ def _inside(path: str, root: str) -> bool:
     return os.path.commonpath([path, root]) == root
 
 
+def _plain_entry(entry: os.DirEntry[str], relative: str) -> SourceFile | None:
+    """A listed entry that is no link: a regular file, or a pipe, socket or device listed with its problem; None
+    when it became a link since the folder was listed (looked at as a link)."""
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError as error:  # gone or refused between the folder's listing and the look, as the walk said it
+        return SourceFile(relative, 0, "", f"cannot be read: {error.strerror or error}")
+    if stat.S_ISLNK(info.st_mode):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return SourceFile(relative, 0, "", "not a regular file (a pipe, socket or device); not read")
+    return SourceFile(relative, info.st_size, str(info.st_mtime))
+
+
 class KnowledgeBase:
     """The documents below one folder or prefix (``max_bytes``: larger files are listed with a problem)."""
 
@@ -83,6 +97,13 @@ class KnowledgeBase:
         self.max_bytes = max_bytes
         self.fs, self.root = filesystem_for(location)
         self.local = isinstance(self.fs, LocalFileSystem)
+        self._resolved_root: str | None = None
+
+    def _real_root(self) -> str:
+        """The root's real path, resolved once per listing object (a scan opens thousands of files)."""
+        if self._resolved_root is None:
+            self._resolved_root = os.path.realpath(self.root)
+        return self._resolved_root
 
     def check(self) -> None:
         """Raise ``KnowledgeBaseError`` unless the knowledge base is a folder or prefix that exists."""
@@ -118,23 +139,44 @@ class KnowledgeBase:
         return files
 
     def _list_local(self) -> list[SourceFile]:
+        """One ``scandir`` per folder: a plain file costs one ``lstat`` (its type comes with the folder's listing),
+        a link is looked at through ``_local_entry``; a hidden folder is not entered (nothing below it is a
+        document). Linear in the files, about a second per 100,000 on a local disk."""
         root = os.path.realpath(self.root)
         files: list[SourceFile] = []
-        problems: list[SourceFile] = []
-
-        def walk_error(error: OSError) -> None:  # a folder that cannot be listed: say so, go on
-            relative = os.path.relpath(error.filename or root, self.root).replace(os.sep, "/")
-            if not _is_ignored(relative):
-                problems.append(SourceFile(relative, 0, "", f"cannot be listed: {error.strerror or error}"))
-
-        for folder, directories, names in os.walk(self.root, onerror=walk_error, followlinks=False):
-            for name in [*names, *[d for d in directories if os.path.islink(os.path.join(folder, d))]]:
-                full = os.path.join(folder, name)
-                relative = os.path.relpath(full, self.root).replace(os.sep, "/")
-                if _is_ignored(relative):
+        folders = [(self.root, "")]
+        while folders:
+            folder, prefix = folders.pop()
+            try:
+                with os.scandir(folder) as listed:
+                    found = list(listed)
+            except OSError as error:  # a folder that cannot be listed: say so, go on
+                if not prefix:  # the knowledge base itself: nothing is scanned, nothing marked removed
+                    raise KnowledgeBaseError(
+                        f"knowledge base cannot be listed: {self.location} ({error.strerror or error})"
+                    ) from None
+                relative = prefix.rstrip("/")
+                if not relative.endswith(IGNORED_SUFFIXES):
+                    files.append(SourceFile(relative, 0, "", f"cannot be listed: {error.strerror or error}"))
+                continue
+            for entry in found:
+                relative = prefix + entry.name
+                if entry.name.startswith((".", "~$")):
                     continue
-                files.append(self._local_entry(full, relative, root))
-        return files + problems
+                try:
+                    link = entry.is_symlink()
+                    if not link and entry.is_dir(follow_symlinks=False):
+                        folders.append((entry.path, relative + "/"))
+                        continue
+                except OSError as error:
+                    if not relative.endswith(IGNORED_SUFFIXES):
+                        files.append(SourceFile(relative, 0, "", f"cannot be read: {error.strerror or error}"))
+                    continue
+                if relative.endswith(IGNORED_SUFFIXES):
+                    continue
+                plain = None if link else _plain_entry(entry, relative)
+                files.append(plain or self._local_entry(entry.path, relative, root))
+        return files
 
     def _local_entry(self, full: str, relative: str, root: str) -> SourceFile:
         try:
@@ -180,7 +222,7 @@ class KnowledgeBase:
             real = os.path.realpath(f"/proc/self/fd/{descriptor}") if os.path.exists("/proc/self/fd") else None
             if real is None:  # no /proc: the path's real location, checked just after the open
                 real = os.path.realpath(path)
-            if not _inside(real, os.path.realpath(self.root)):
+            if not _inside(real, self._real_root()):
                 raise SourceRefusedError(
                     f"{relative} now leads outside the knowledge base (changed after it was listed); not read"
                 )

@@ -13,6 +13,7 @@ import os
 import posixpath
 import shutil
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -111,6 +112,16 @@ class Store:
         except OSError as error:
             raise StoreError(f"cannot write {self.url(relative)}: {error}") from error
         return self.url(relative)
+
+    def age_seconds(self, relative: str) -> float:
+        """Seconds since an object was last written (0 when the store cannot tell)."""
+        try:
+            modified = self.fs.modified(self.path(relative))
+        except (NotImplementedError, OSError):
+            return 0.0
+        if modified.tzinfo is None:
+            modified = modified.replace(tzinfo=UTC)
+        return max(0.0, (datetime.now(UTC) - modified).total_seconds())
 
     def size(self, relative: str) -> int:
         """An object's size in bytes, without reading it."""

@@ -13,7 +13,10 @@ The artifact store (``ATLAS_ARTIFACTS``)::
     documents/<key>/extraction_output.json         the extraction itself: fields, quotes, grades, locations
     documents/<key>/extraction_kept.json           the last extraction that went through, while a later one did not
     catalog/documents.json                         the catalog: every document found, removals, duplicates
-    catalog/entries/<key>.json                     one catalog entry, what a single-document run reads
+    catalog/shards/<ab>.json                       the entries whose key hashes to <ab>: what a run reads for its
+                                                   documents (256 small files, not the whole catalog; the per-entry
+                                                   files catalog/entries/<key>.json before them are no longer read)
+    sensors/<sensor>/<sha256>.json                 what a sensor asked for, per document (its cursor names the file)
     .atlas_knowledge_base.json                     the knowledge base this state belongs to (also in the exports and
                                                    DAGSTER_HOME): another one is refused, never mixed in
     llm_cache/<ab>/<request hash>.json             LLM answers by request, with their original usage
@@ -41,12 +44,15 @@ Paths are relative to their store, so records keep working when a store moves (`
 
 from __future__ import annotations
 
+import hashlib
+
 SNAPSHOTS = "snapshots"
 PARSED = "parsed"
 PROVIDERS = "providers"
 DOCUMENTS = "documents"
 CATALOG_PATH = "catalog/documents.json"
-CATALOG_ENTRIES = "catalog/entries"
+CATALOG_SHARDS = "catalog/shards"
+SENSOR_MARKS = "sensors"
 STATE_OWNER_PATH = ".atlas_knowledge_base.json"
 LLM_CACHE = "llm_cache"
 LLM_BATCHES = "llm_batches"
@@ -110,8 +116,10 @@ def import_report_path(stamp: str, sha256: str) -> str:
     return f"{IMPORTS}/{stamp}-{sha256[:16]}.json"
 
 
-def catalog_entry_path(key: str) -> str:
-    return f"{CATALOG_ENTRIES}/{key}.json"
+def catalog_shard_path(key: str) -> str:
+    """The shard holding a document's catalog entry: a scan rewrites only the shards of the entries it changed (the
+    first scan of 100,000 documents writes 256 files, not 100,000), a run reads one."""
+    return f"{CATALOG_SHARDS}/{hashlib.sha256(key.encode()).hexdigest()[:2]}.json"
 
 
 def llm_cache_path(request_key: str) -> str:

@@ -5,9 +5,12 @@ import os
 import shutil
 import time
 
+import dagster as dg
+
 from atlas_pipeline.config.settings import PROJECT_ROOT
+from atlas_pipeline.defs.document_states import already_extracted
 from atlas_pipeline.defs.partitions import documents_partitions
-from atlas_pipeline.knowledge.catalog import load_catalog, refresh_catalog
+from atlas_pipeline.knowledge.catalog import CatalogEntry, load_catalog, refresh_catalog
 from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import SensorHarness
 
@@ -145,3 +148,33 @@ def test_a_knowledge_base_that_disappears_is_a_skipped_tick_not_a_crash(
     knowledge_base.mkdir()
     copy_into(knowledge_base, "html/plos_one_article.html")  # back: nothing runs again
     assert harness.tick().run_requests == []
+
+
+def test_the_run_history_answers_for_a_whole_tick_of_documents(instance):
+    """A tick may plan 10,000 documents (ATLAS_SENSOR_MAX_RUNS_PER_TICK's maximum): the run history is read within
+    Dagster's 10,000 records a read (asking 3 per document for 4,000 raised), and a document materialised many
+    times never hides another's latest materialisation."""
+    stamp = "2026-11-27T00:00:00+00:00"
+    entries = [
+        CatalogEntry(key=f"note-{n:05d}.txt", source_path=f"note-{n:05d}.txt", sha256=f"{n:064x}", size=1,
+                     marker="1", first_seen=stamp, updated=stamp)
+        for n in range(4000)
+    ]  # fmt: skip
+    instance.add_dynamic_partitions(documents_partitions.name, [entry.key for entry in entries])
+
+    def extracted(entry, sha256):
+        event = dg.AssetMaterialization(
+            asset_key="document_extraction",
+            partition=entry.key,
+            metadata={"sha256": sha256, "reason": ""},
+            tags={"dagster/code_version": "v1"},
+        )
+        instance.report_runless_asset_event(event)
+
+    first, busy = entries[0], entries[1]
+    extracted(first, first.sha256)
+    for _ in range(8):  # another document extracted again and again since: 8 newer records than the first's
+        extracted(busy, "0" * 64)
+    assert already_extracted(instance, entries[:2], "v1") == {first.key}  # the busy one: other bytes
+    assert already_extracted(instance, entries, "v1") == {first.key}
+    assert already_extracted(instance, entries, "v2") == set()  # another extraction version

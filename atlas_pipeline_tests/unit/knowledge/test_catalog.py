@@ -1,14 +1,24 @@
 """The knowledge-base scan: new, unchanged, edited, removed, restored, renamed and duplicate documents."""
 
 import os
+import time
 
 import pytest
 
 from atlas_pipeline.knowledge import catalog as catalog_module
-from atlas_pipeline.knowledge.catalog import Catalog, load_catalog, load_entry, refresh_catalog, save_catalog, scan
-from atlas_pipeline.knowledge.listing import KnowledgeBase
+from atlas_pipeline.knowledge.catalog import (
+    Catalog,
+    load_catalog,
+    load_entries,
+    load_entry,
+    refresh_catalog,
+    save_catalog,
+    scan,
+)
+from atlas_pipeline.knowledge.listing import KnowledgeBase, KnowledgeBaseError
 from atlas_pipeline.knowledge.partition_keys import MAX_KEY_LENGTH, is_safe_key, make_key, slug_for
 from atlas_pipeline.store.files import Store
+from atlas_pipeline.store.layout import catalog_shard_path
 from atlas_pipeline_tests.support.corpus import copy_into
 
 RCT_A = "rct/PMC1216327.pdf"
@@ -34,6 +44,8 @@ def test_new_then_unchanged_reads_nothing(knowledge_base, tmp_path):
     second = scan(first.catalog, kb.list(), read)
     assert not second.changed and reads == []
     assert second.catalog == first.catalog
+    assert second.touched == []  # nothing copied: the very entries of the catalog read (copy on write)
+    assert all(second.catalog.entries[key] is entry for key, entry in first.catalog.entries.items())
 
 
 def test_edit_keeps_key_and_changes_fingerprint(knowledge_base):
@@ -73,6 +85,7 @@ def test_removed_source_is_flagged_not_deleted_and_can_come_back(knowledge_base)
     third = scan(second.catalog, kb.list(), kb.sha256)
     assert third.restored == ["PMC1216327.pdf"] and not third.new
     assert third.catalog.entries["PMC1216327.pdf"].removed is False
+    assert second.catalog.entries["PMC1216327.pdf"].removed is True  # scanned, not changed
 
 
 def test_duplicate_bytes_are_one_document(knowledge_base):
@@ -90,10 +103,12 @@ def test_duplicate_bytes_are_one_document(knowledge_base):
     assert reads == [] and not unchanged.changed and unchanged.duplicates == []
     # removing the first copy keeps the document through the other one, and that is a change
     (knowledge_base / entry.source_path).unlink()
+    before = unchanged.catalog.model_copy(deep=True)
     again = scan(unchanged.catalog, kb.list(), kb.sha256)
     kept = again.catalog.entries[entry.key]
     assert not kept.removed and kept.source_path == entry.aliases[0] and again.removed == []
-    assert again.moved == [entry.key] and again.changed
+    assert again.moved == [entry.key] and again.changed and again.touched == [entry.key]
+    assert unchanged.catalog == before  # the catalog scanned is never changed: the scan changed its own copy
     read, reads = counting_reader(kb)
     assert not scan(again.catalog, kb.list(), read).changed and reads == []
 
@@ -163,6 +178,39 @@ def test_budget_defers_work_to_the_next_scan(knowledge_base):
     assert len(second.new) == 30 and second.deferred == 0
 
 
+def test_a_listing_slower_than_the_budget_leaves_the_fingerprints_their_fifth(knowledge_base, tmp_path):
+    """The sensor's budget counts the listing and the catalog too (a tick under 10 s at 100,000 files); a listing
+    that takes it all still leaves a fifth to fingerprint, so a scan always gets on."""
+    for number in range(30):
+        (knowledge_base / f"note-{number:03}.txt").write_text(f"note {number}\n")
+
+    class SlowListing(KnowledgeBase):
+        def list(self):
+            time.sleep(0.5)
+            return super().list()
+
+    store = Store(str(tmp_path / "artifacts"))
+    result = refresh_catalog(SlowListing(str(knowledge_base)), store, budget_seconds=0.4)
+    assert result.new and len(result.new) + result.deferred == 30
+
+
+def test_a_knowledge_base_that_cannot_be_listed_is_an_error_not_an_empty_one(knowledge_base, monkeypatch):
+    """An empty listing would mark every document removed: the folder refusing its listing is said instead (the
+    sensor then skips its tick and keeps every result)."""
+    copy_into(knowledge_base, RCT_A)
+    kb = KnowledgeBase(str(knowledge_base))
+    scandir = os.scandir
+
+    def refusing(path):
+        if os.path.realpath(path) == os.path.realpath(knowledge_base):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(KnowledgeBaseError, match=r"cannot be listed: .*Permission denied"):
+        kb.list()
+
+
 def test_hidden_and_partial_files_are_not_documents(knowledge_base):
     (knowledge_base / ".DS_Store").write_bytes(b"x")
     (knowledge_base / "download.pdf.part").write_bytes(b"%PDF-")
@@ -198,7 +246,15 @@ def test_two_scanners_at_once_lose_nothing_and_runs_read_one_entry(knowledge_bas
     assert saved.entries[key_a].sha256 == edited.catalog.entries[key_a].sha256  # the later change won
     assert load_entry(store, key_a) == saved.entries[key_a]
     assert load_entry(store, "PMC3508963.pdf") == saved.entries["PMC3508963.pdf"]
-    assert store.exists(f"catalog/entries/{key_a}.json") and load_entry(store, "NOPE.pdf") is None
+    assert load_entry(store, "NOPE.pdf") is None
+    for shard in store.files("catalog/shards"):  # a store of an older version has no shards: the next scan adds them
+        store.delete(shard)
+    refresh_catalog(kb, store)
+    assert {catalog_shard_path(key) for key in saved.entries} == set(store.files("catalog/shards"))
+    both = load_entries(store, [key_a, "NOPE.pdf", "PMC3508963.pdf"]).entries  # a batch run's documents
+    assert both == {key: saved.entries[key] for key in (key_a, "PMC3508963.pdf")}
+    shard = Catalog.model_validate_json(store.read_bytes(catalog_shard_path(key_a)))  # a run reads its shard
+    assert shard.entries[key_a] == saved.entries[key_a] and len(store.files("catalog/shards")) <= 2
 
 
 @pytest.mark.parametrize(
