@@ -242,7 +242,9 @@ def main() -> None:
         "ATLAS_LLM_CONCURRENCY requests in flight. The Celery row runs the tests' Celery deployment (Redis, "
         "PostgreSQL, an S3-compatible server, two workers taking every step as a task): two extraction steps at once "
         "would send twice ATLAS_LLM_CONCURRENCY requests, the gate in the instance's database holds them to one cap "
-        "for both workers (its 'in flight at most' is the cap, or the cap was not shared). The goals: `atlas run` "
+        "for both workers (its 'in flight at most' is the cap, or the cap was not shared); its walls move with "
+        "Celery's task dispatch and the sensor's interval by more than the latency (its 'latency added' is noise). "
+        "The goals: `atlas run` "
         "within 2× the ideal; the batched daemon at "
         "≥ 0.8× `atlas run`'s documents a minute with ≥ 6 requests in flight."
     )

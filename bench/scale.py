@@ -296,9 +296,10 @@ def main() -> None:
                 celery,
             )),
             ("Notes", "Ticks are timed as the sensor's evaluation (what counts against Dagster's 60 s); the partitions "
-                      "a tick asks for are added between ticks, as the daemon does, and timed apart. A tick "
-                      "fingerprints new files for ATLAS_SENSOR_SCAN_BUDGET_SECONDS (5 s) and defers the rest, so the "
-                      "first ticks of a large knowledge base are the scan's; then 10,000 documents are requested a "
+                      "a tick asks for are added between ticks, as the daemon does, and timed apart. A tick's scan "
+                      "(listing, the catalog, fingerprints of new files) takes ATLAS_SENSOR_SCAN_BUDGET_SECONDS (5 s) "
+                      "and defers the new files left, so the first ticks of a large knowledge base are the scan's; "
+                      "then 10,000 documents are requested a "
                       "tick (ATLAS_SENSOR_MAX_RUNS_PER_TICK at its maximum; the default is 200). The cursor holds "
                       "what was requested per document in a file of the artifact store once past 500 documents "
                       "(store/sensor_marks.py): the figure is the cursor Dagster keeps with each tick. 'Plan without "
