@@ -5,7 +5,9 @@ content up to a cap, with long text wrapped. Cells keep their type: counts are w
 flags TRUE/FALSE, and a field's value is a number when it is one. Rows that need a person are coloured — failed and
 skipped documents, documents still open, fields whose tier or flags need review — and an empty sheet says why.
 Excel holds at most 32,767 characters in a cell: a longer value is cut with a marker saying so, and the full value
-stays in the parquet and jsonl exports (``truncate_for_cells`` does the same for csv).
+stays in the parquet and jsonl exports (``truncate_for_cells`` does the same for csv). A sheet holds at most
+1,048,575 rows below its header: a longer table goes on in sheets ``fields (2)``, ``fields (3)``… (a row past
+Excel's last is otherwise dropped without a word).
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ STATUS_FILLS = {
 }
 TIER_FILLS = {"unverified": "#F8CBAD", "approximate": "#FFF2CC"}
 FLAG_FILL = "#FCE4D6"
+SHEET_ROWS = 1_048_575  # Excel's rows per sheet (1,048,576), the header's taken out
+
+
+def continued_sheet(name: str, part: int) -> str:
+    """The name of a table's ``part``-th sheet (1: the table's own name; Excel's names hold 31 characters)."""
+    suffix = "" if part == 1 else f" ({part})"
+    return name[: 31 - len(suffix)] + suffix
 
 
 def truncate(value: str, full_in: str) -> str:
@@ -91,8 +100,9 @@ def _width(header: str, values: Sequence[object]) -> int:
 
 
 class _Sheets:
-    def __init__(self, workbook) -> None:  # an xlsxwriter.Workbook
+    def __init__(self, workbook, sheet_rows: int = SHEET_ROWS) -> None:  # an xlsxwriter.Workbook
         self.workbook = workbook
+        self.sheet_rows = sheet_rows
         self.header = workbook.add_format({"bold": True, "text_wrap": True, "valign": "top"})
         self.wrap = workbook.add_format({"text_wrap": True, "valign": "top"})
         self.top = workbook.add_format({"valign": "top"})
@@ -114,9 +124,36 @@ class _Sheets:
         choices: dict[str, list[str]] | None = None,
         empty_note: str = "",
     ) -> None:
-        """One sheet holding ``frame`` as an Excel table. ``typed_values``: string columns whose numeric-looking
-        values are written as numbers; ``row_rules``: (column, Excel condition on its cell, fill) colouring whole
-        rows, e.g. ``("status", '="failed"', red)``; ``choices``: columns whose cells offer a drop-down of values."""
+        """One sheet holding ``frame`` as an Excel table (more past ``sheet_rows`` rows: ``continued_sheet``).
+        ``typed_values``: string columns whose numeric-looking values are written as numbers; ``row_rules``:
+        (column, Excel condition on its cell, fill) colouring whole rows, e.g. ``("status", '="failed"', red)``;
+        ``choices``: columns whose cells offer a drop-down of values."""
+        parts = max(1, -(-frame.height // self.sheet_rows))
+        for part in range(1, parts + 1):
+            self._sheet(
+                name,
+                part,
+                frame.slice((part - 1) * self.sheet_rows, self.sheet_rows),
+                percent=percent,
+                typed_values=typed_values,
+                row_rules=row_rules,
+                choices=choices,
+                empty_note=empty_note,
+            )
+
+    def _sheet(
+        self,
+        table: str,
+        part: int,
+        frame: pl.DataFrame,
+        *,
+        percent: tuple[str, ...],
+        typed_values: tuple[str, ...],
+        row_rules: Sequence[tuple[str, str, str]],
+        choices: dict[str, list[str]] | None,
+        empty_note: str,
+    ) -> None:
+        name = continued_sheet(table, part)
         sheet = self.workbook.add_worksheet(name)
         columns = frame.columns
         schema = frame.schema  # once: polars builds it anew at each call (it was 80 % of a 10,000-row workbook)
@@ -135,12 +172,12 @@ class _Sheets:
             max(len(rows), 1),
             max(len(columns) - 1, 0),
             {
-                "name": name.replace(" ", "_"),
+                "name": table.replace(" ", "_") + (f"_{part}" if part > 1 else ""),
                 "style": "Table Style Medium 2",
                 "columns": [{"header": column, "header_format": self.header} for column in columns],
             },
         )
-        sheet.freeze_panes(1, 1 if name != "fields" else 0)
+        sheet.freeze_panes(1, 1 if table != "fields" else 0)
         last = _column_letter(len(columns) - 1)
         for column, condition, colour in row_rules:
             if column not in columns or not rows:
@@ -208,10 +245,12 @@ def workbook_bytes(
     groups: dict[str, pl.DataFrame] | None = None,
     skip_mode: bool,
     studies: pl.DataFrame | None = None,
+    sheet_rows: int = SHEET_ROWS,
 ) -> bytes:
     """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide, the model's values), ``fields`` (long,
     those awaiting a person first, with decision columns to fill in), ``approved`` (final values of approved
-    documents), ``review_quality`` and ``task_completion``."""
+    documents), ``review_quality`` and ``task_completion``; a table longer than ``sheet_rows`` goes on in sheets
+    ``continued_sheet`` names."""
     import xlsxwriter
 
     full_in = f"{export_path(FIELDS_STEM, 'parquet')} / .jsonl"
@@ -223,7 +262,7 @@ def workbook_bytes(
     )
     buffer = io.BytesIO()
     with xlsxwriter.Workbook(buffer, {"in_memory": True, "strings_to_numbers": False}) as workbook:
-        sheets = _Sheets(workbook)
+        sheets = _Sheets(workbook, sheet_rows)
         sheets.table(
             "documents",
             truncate_for_cells(documents, f"{export_path(EXPORT_STEM, 'parquet')} / .jsonl"),

@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
+import fastexcel
 import polars as pl
 from pydantic import BaseModel, Field
 
@@ -41,6 +42,7 @@ from atlas_pipeline.store.layout import IMPORTS, import_report_path
 from atlas_pipeline.store.records import ExtractionRecord
 
 SHEET = "fields"
+_CONTINUED = re.compile(re.escape(SHEET) + r" \(\d+\)")  # the sheets a long fields table goes on in
 DECISION_COLUMNS = ("decision", "corrected_value", "review_note", "reviewer")
 REQUIRED_COLUMNS = ("document_key", "field", "sha256", "extraction_version", "decision")
 
@@ -182,11 +184,17 @@ def check_workbook(data: bytes, max_rows: int = MAX_ROWS) -> None:
 
 
 def read_rows(data: bytes, max_rows: int = MAX_ROWS) -> list[dict[str, Any]]:
-    """The ``fields`` sheet as rows of cells (values as Excel holds them), or ValueError saying what is missing (or
-    why the file is refused before it is opened: ``check_workbook``)."""
+    """The ``fields`` sheet (and those it goes on in, ``fields (2)``…) as rows of cells (values as Excel holds
+    them), or ValueError saying what is missing (or why the file is refused before it is opened:
+    ``check_workbook``)."""
     check_workbook(data, max_rows)
     try:
-        frame = pl.read_excel(io.BytesIO(data), sheet_name=SHEET, infer_schema_length=0)
+        names = fastexcel.read_excel(data).sheet_names
+        parts = [SHEET, *(name for name in names if _CONTINUED.fullmatch(name))]  # past Excel's rows per sheet
+        frame = pl.concat(
+            [pl.read_excel(io.BytesIO(data), sheet_name=name, infer_schema_length=0) for name in parts],
+            how="diagonal",
+        )
     except Exception as error:  # fastexcel raises its own types for every kind of unreadable file
         raise ValueError(f"not a workbook with a {SHEET!r} sheet ({type(error).__name__}: {error})") from None
     missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
