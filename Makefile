@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 2  # `make test`'s pytest-xdist workers (0: one process)
 # DAGSTER_HOME: the instance `atlas` finds itself ($DAGSTER_HOME, else var/dagster_home; a review folder's own)
 
-.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm bench-desk
+.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm bench-desk bench-aggregates
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -44,7 +44,7 @@ eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (ev
 	$(BIN)/python -m eval.fidelity
 	$(BIN)/python -m eval.duplicates
 
-bench: bench-desk bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
+bench: bench-desk bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-aggregates bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
 
 bench-desk: setup test-deps ## A reviewer's loop in chromium: save, next field, grid cell, in place vs whole page (about 2 minutes)
 	$(BIN)/python -m bench.desk
@@ -63,6 +63,9 @@ bench-llm: setup test-deps ## Requests in flight: atlas run, batches, the daemon
 
 bench-scale: setup test-deps ## Sensor ticks, planner and aggregates at 10k, 50k and 100k documents on PostgreSQL; PDF memory; Celery (about 20 minutes)
 	$(BIN)/python -m bench.scale
+
+bench-aggregates: setup ## The aggregates over 2,000 and 10,000 extracted documents: every state read (before) against parts kept between refreshes
+	$(BIN)/python -m bench.aggregates
 
 bench-scan: setup ## Knowledge-base scans of 10k, 50k and 100k files (copies of one file and distinct ones)
 	$(BIN)/python -m bench.scan

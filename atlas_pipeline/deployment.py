@@ -61,6 +61,7 @@ class ReviewPolicy:
     reviewer: str
     inbox: str
     workbook_max_rows: int
+    workbook_sheet_rows: int  # the most rows the exported workbook writes in a sheet
     extractors: int  # people who extract each document independently
     hide_model_values: bool  # an extractor's pass is blind to the model's values too
 
@@ -441,6 +442,7 @@ class Deployment:
             settings.review.reviewer,
             settings.review.inbox,
             settings.review.workbook_max_rows,
+            settings.review.workbook_sheet_rows,
             settings.review.extractors,
             settings.review.hide_model_values,
         )

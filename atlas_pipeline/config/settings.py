@@ -547,6 +547,16 @@ class ReviewSettings(SettingGroup):
             "before any reader opens it (a spreadsheet reader holds a whole sheet in memory)."
         ),
     )
+    workbook_sheet_rows: int = Field(
+        100000,
+        ge=100,
+        le=10000000,
+        description=(
+            "The most rows the exported workbook writes in one sheet (the fields sheet: those awaiting a person "
+            "first); a longer table's sheet says how many rows are left out — the parquet, csv and jsonl exports hold "
+            "every one. Past Excel's 1,048,575 rows a sheet goes on in sheets 'fields (2)', 'fields (3)'…"
+        ),
+    )
     accept_tiers: Tiers = Field(
         "verified",
         description=(

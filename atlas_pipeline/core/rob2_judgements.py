@@ -58,10 +58,6 @@ class DomainJudgement:
         return replace(self, override=override)
 
 
-class _Missing(Exception):
-    pass
-
-
 class _Reader:
     """The answers as an algorithm reads them, noting its path."""
 

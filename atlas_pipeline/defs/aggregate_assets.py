@@ -4,25 +4,26 @@ import time
 
 import dagster as dg
 
+from atlas_pipeline.defs.aggregate_inputs import inputs_of_run
 from atlas_pipeline.defs.asset_names import (
     EVALUATION_ASSET_NAME,
     FILES_NOT_WRITTEN,
     FINAL_VALUES_POLICY,
     STATES_READ_AT,
 )
-from atlas_pipeline.defs.document_states import known_keys, states_of_run
+from atlas_pipeline.defs.document_states import known_keys
 from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
 from atlas_pipeline.knowledge.duplicates import Member
 from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreement_rows
 from atlas_pipeline.outputs.analysis_files import excluded_markdown, read_excluded
-from atlas_pipeline.outputs.completion import quality_table, summarise
+from atlas_pipeline.outputs.completion import quality_table
 from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.export_files import EVALUATION_STEM, EXCLUDED
 from atlas_pipeline.outputs.exports import write_exports
 from atlas_pipeline.review.study_values import load_choices
-from atlas_pipeline.search.refresh import refresh_index
+from atlas_pipeline.search.refresh import refresh_candidates
 from atlas_pipeline.store.layout import COMPLETION_PATH, export_path
 from atlas_pipeline.store.records import ParseRecord, read_record
 
@@ -92,9 +93,10 @@ def duplicate_groups(context: dg.AssetExecutionContext, atlas: AtlasResource) ->
     "per field and tier.",
 )
 def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    read_at, states = states_of_run(context, atlas.deployment)
+    inputs = inputs_of_run(context, atlas.deployment)
+    read_at = inputs.read_at
     store = atlas.deployment.store()
-    completion = summarise(states)
+    completion = inputs.completion()
     store.write_json(COMPLETION_PATH, completion.model_dump(mode="json"))
     for line in completion.lines():
         context.log.info(line)
@@ -133,25 +135,37 @@ def task_completion(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
     "table, metafor's escalc input, RevMan Web's study-centric import and a forest plot per outcome.",
 )
 def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    read_at, states = states_of_run(context, atlas.deployment)
+    inputs = inputs_of_run(context, atlas.deployment)
+    read_at = inputs.read_at
     template = atlas.deployment.load_template()
     store = atlas.deployment.store()
     policy = atlas.deployment.final_values_policy()
-    paths = write_exports(atlas.deployment.exports_store(), states, summarise(states), template, load_choices(store))
+    analysed = inputs.analysed()
+    exports = atlas.deployment.exports_store()
+    sheet_rows = atlas.deployment.review_policy().workbook_sheet_rows
+    choices = load_choices(store)
+    paths = write_exports(exports, inputs.tables, analysed, inputs.completion(), template, choices, sheet_rows)
     excluded = read_excluded(atlas.deployment.exports_store())
     if excluded:
         context.log.warning(f"{len(excluded)} value(s) left out of the analysis files: see {EXCLUDED.path()}")
     for path, reason in paths.not_written.items():
         context.log.error(f"{path} not written: {reason}")
+    for sheet, (shown, rows) in paths.cut.items():
+        context.log.warning(
+            f"workbook sheet {sheet}: its first {shown:,} of {rows:,} rows (ATLAS_REVIEW_WORKBOOK_SHEET_ROWS); "
+            "the parquet, csv and jsonl exports hold every row"
+        )
     return dg.MaterializeResult(
         metadata={
             STATES_READ_AT: read_at,
             FINAL_VALUES_POLICY: policy,
-            "documents": len(states),
+            "documents": len(inputs.order),
+            "documents_read_again": inputs.made,
             "analysis_values_left_out": len(excluded),
             FILES_NOT_WRITTEN: dg.MetadataValue.json(paths.not_written),
+            "workbook_sheets_cut": dg.MetadataValue.json({sheet: list(cut) for sheet, cut in paths.cut.items()}),
             "left_out": dg.MetadataValue.md(excluded_markdown(excluded)),
-            "agreement": dg.MetadataValue.md(agreement_markdown(agreement_rows(states, template))),
+            "agreement": dg.MetadataValue.md(agreement_markdown(agreement_rows(analysed, template))),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
         }
     )
@@ -168,9 +182,10 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     "or status changed are re-indexed; removed sources are dropped. `atlas search QUERY`, or the review page.",
 )
 def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.MaterializeResult:
-    read_at, states = states_of_run(context, atlas.deployment)
+    inputs = inputs_of_run(context, atlas.deployment)
+    read_at = inputs.read_at
     with atlas.deployment.search_index(context.instance) as index:
-        report = refresh_index(index, atlas.deployment.store(), states)
+        report = refresh_candidates(index, atlas.deployment.store(), inputs.search_candidates(), inputs.states)
     context.log.info(report.summary())
     return dg.MaterializeResult(
         metadata={

@@ -7,8 +7,7 @@ Partitions are never loaded through an IO manager: missing or failed partitions 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -157,24 +156,6 @@ def document_states(
     return collect_document_states(instance, store, load_catalog(store), version, only, tiers, derivations, facts)
 
 
-_RUN_SCANS: dict[str, tuple[float, list[DocumentState]]] = {}  # the latest run's scan (one run at a time per process)
-
-
-def states_of_run(context: dg.AssetExecutionContext, deployment: Deployment) -> tuple[float, list[DocumentState]]:
-    """When the documents were read, and where they stand — read once per run and process, and shared by the
-    aggregates that run in it (task completion, the exports, the search index): with the default in-process executor
-    they say the same thing and a refresh reads every document once, not three times (an executor that runs each step
-    in a process of its own reads them per step, as before). The aggregates do not change the states they are
-    given."""
-    kept = _RUN_SCANS.get(context.run_id)
-    if kept is None:
-        read_at = time.time()
-        kept = (read_at, document_states(context.instance, deployment))
-        _RUN_SCANS.clear()
-        _RUN_SCANS[context.run_id] = kept
-    return kept
-
-
 def known_keys(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
     """Every known document: the partitions, then catalogued documents not yet registered as partitions."""
     keys = list(instance.get_dynamic_partitions(documents_partitions.name))
@@ -191,13 +172,15 @@ def collect_document_states(
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
     derivations: Derivations | None = None,
     facts: Callable[[list[str]], PartitionFacts] | None = None,
+    marks: Mapping[str, str] | None = None,
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions; ``only``:
     just these documents): Dagster's facts read here, the states built by the read model (``read_model.states``)."""
     keys = list(only) if only is not None else known_keys(instance, catalog)
     read = facts(keys) if facts is not None else partition_facts(instance, store, keys)
     runs = {key: read.run_facts(key) for key in keys}
-    return build_states(store, catalog, runs, version, accepted_tiers, derivations, every_document=only is None)
+    every = only is None
+    return build_states(store, catalog, runs, version, accepted_tiers, derivations, every_document=every, marks=marks)
 
 
 RECORDS_PER_READ = 1000  # Dagster reads at most 10,000 event records at once; a tick may plan 10,000 documents

@@ -11,7 +11,7 @@ from atlas_pipeline.core.statuses import ORDER, TERMINAL
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.final_values import PROVENANCES
-from atlas_pipeline.review.quality import QualityRow, review_quality
+from atlas_pipeline.review.quality import QualityRow, counted_decisions, quality_rows
 
 
 class TaskCompletion(BaseModel):
@@ -93,28 +93,88 @@ def _rate(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-def _costs(records: list) -> dict:
+class CompletionPart(BaseModel):
+    """One document's part of the task completion: what ``summarise`` adds up, kept between refreshes beside the
+    document's rows so an unchanged document is not read again."""
+
+    status: str
+    source_removed: bool = False
+    processing_seconds: float | None = None
+    pages: int = 0
+    extracted: bool = False  # it has an extraction record (its tokens count)
+    llm_calls: int = 0
+    llm_cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_priced: bool = False  # an LLM extraction (calls or cache hits) with a price
+    llm_unpriced: bool = False  # an LLM extraction whose model has no price
+    cost: float = 0.0
+    cost_currency: str = ""
+    values_given: int = 0  # fields with a value, of a priced LLM extraction
+    reviewable: bool = False  # its current review is one a person works on
+    to_review: int = 0
+    approved: bool = False
+    decisions: int = 0
+    disagreements: int = 0
+    provenance: dict[str, int] = {}
+    quality: list[tuple[str, str, str]] = []  # (field, tier, decision) of the fields a person decided
+
+
+def completion_part(state: DocumentState) -> CompletionPart:
+    record, parse = state.extraction, state.parse
+    part = CompletionPart(
+        status=state.status.value,
+        source_removed=state.source_removed,
+        pages=parse.pages if parse else 0,
+    )
+    if record is not None:
+        llm = record.mode == "llm" and bool(record.llm_calls or record.llm_cache_hits)
+        priced = llm and record.cost is not None
+        part.extracted = True
+        part.processing_seconds = record.processing_seconds or None
+        part.llm_calls, part.llm_cache_hits = record.llm_calls, record.llm_cache_hits
+        part.prompt_tokens, part.completion_tokens = record.prompt_tokens, record.completion_tokens
+        part.llm_priced, part.llm_unpriced = priced, llm and not priced
+        if priced:
+            part.cost, part.cost_currency = record.cost or 0.0, record.cost_currency
+            part.values_given = sum(1 for f in record.fields.values() if (f or {}).get("value") is not None)
+    review = state.current_review
+    if review is not None and review.reviewable:
+        part.reviewable, part.to_review, part.approved = True, review.to_review, review.approved
+        part.decisions, part.disagreements = review.decisions, review.disagreements
+        part.provenance = dict(Counter(field.provenance for field in review.fields.values()))
+        part.quality = counted_decisions(review)
+    return part
+
+
+def _costs(parts: list[CompletionPart]) -> dict:
     """Money: the priced LLM extractions' total and per value given, and how many LLM extractions have no price."""
-    llm = [r for r in records if r.mode == "llm" and (r.llm_calls or r.llm_cache_hits)]
-    priced = [r for r in llm if r.cost is not None]
-    total = sum(r.cost for r in priced)
-    values = sum(1 for r in priced for field in r.fields.values() if (field or {}).get("value") is not None)
+    priced = [p for p in parts if p.llm_priced]
+    total = sum(p.cost for p in priced)
+    values = sum(p.values_given for p in priced)
     return {
         "llm_cost": round(total, 6),
-        "llm_cost_currency": next((r.cost_currency for r in priced if r.cost_currency), ""),
+        "llm_cost_currency": next((p.cost_currency for p in priced if p.cost_currency), ""),
         "llm_cost_per_value": round(total / values, 8) if values else None,
-        "documents_without_price": len(llm) - len(priced),
+        "documents_without_price": sum(1 for p in parts if p.llm_unpriced),
     }
 
 
 def summarise(states: list[DocumentState]) -> TaskCompletion:
-    counts = Counter(state.status.value for state in states)
-    total = len(states)
-    times = [s.extraction.processing_seconds for s in states if s.extraction and s.extraction.processing_seconds]
+    return summarise_parts([completion_part(s) for s in states], duplicates=sum(1 for s in states if s.duplicate_of))
+
+
+def summarise_parts(parts: list[CompletionPart], duplicates: int = 0) -> TaskCompletion:
+    """Task completion from every document's part (``duplicates``: how many are another version of a known work)."""
+    counts = Counter(part.status for part in parts)
+    total = len(parts)
+    times = [p.processing_seconds for p in parts if p.processing_seconds]
     terminal = sum(counts[status.value] for status in TERMINAL)
-    records = [s.extraction for s in states if s.extraction is not None]
-    reviews = [review for review in (s.current_review for s in states) if review is not None and review.reviewable]
-    provenance = Counter(field.provenance for review in reviews for field in review.fields.values())
+    extracted = [p for p in parts if p.extracted]
+    reviews = [p for p in parts if p.reviewable]
+    provenance = Counter()
+    for part in reviews:
+        provenance.update(part.provenance)
     return TaskCompletion(
         total=total,
         counts={status.value: counts.get(status.value, 0) for status in ORDER},
@@ -125,23 +185,23 @@ def summarise(states: list[DocumentState]) -> TaskCompletion:
         failure_rate=_rate(counts["failed"], total),
         skipped_rate=_rate(counts["skipped"], total),
         average_processing_seconds=round(sum(times) / len(times), 3) if times else None,
-        total_pages=sum(s.parse.pages for s in states if s.parse),
-        removed_sources=sum(1 for s in states if s.source_removed),
-        duplicates=sum(1 for s in states if s.duplicate_of),
-        llm_calls=sum(r.llm_calls for r in records),
-        llm_cache_hits=sum(r.llm_cache_hits for r in records),
-        prompt_tokens=sum(r.prompt_tokens for r in records),
-        completion_tokens=sum(r.completion_tokens for r in records),
-        **_costs(records),
+        total_pages=sum(p.pages for p in parts),
+        removed_sources=sum(1 for p in parts if p.source_removed),
+        duplicates=duplicates,
+        llm_calls=sum(p.llm_calls for p in extracted),
+        llm_cache_hits=sum(p.llm_cache_hits for p in extracted),
+        prompt_tokens=sum(p.prompt_tokens for p in extracted),
+        completion_tokens=sum(p.completion_tokens for p in extracted),
+        **_costs(parts),
         # one count everywhere (this summary, the review page's list and each document's page): fields awaiting a
         # person or to re-check, under the team's acceptance policy
-        fields_needing_review=sum(review.to_review for review in reviews),
-        documents_approved=sum(1 for review in reviews if review.approved),
-        documents_awaiting_review=sum(1 for review in reviews if not review.approved),
-        decisions=sum(review.decisions for review in reviews),
-        disagreements=sum(review.disagreements for review in reviews),
+        fields_needing_review=sum(p.to_review for p in reviews),
+        documents_approved=sum(1 for p in reviews if p.approved),
+        documents_awaiting_review=sum(1 for p in reviews if not p.approved),
+        decisions=sum(p.decisions for p in reviews),
+        disagreements=sum(p.disagreements for p in reviews),
         fields_by_provenance={name: provenance.get(name, 0) for name in PROVENANCES},
-        review_quality=review_quality(reviews),
+        review_quality=quality_rows(decision for p in reviews for decision in p.quality),
         computed_at=now_iso(),
     )
 

@@ -8,6 +8,8 @@ import io
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 import polars as pl
@@ -213,11 +215,23 @@ def _second_value(field: dict) -> str | None:
 def field_rows(states: list[DocumentState]) -> list[dict]:
     """One row per field to review (extracted by the model, or by hand in skip mode), the ones that need a person
     first."""
-    rows = []
-    for state in states:
-        record = state.extraction
-        if record is None or state.stale:
-            continue
+    rows = [row for state in states for row in document_field_rows(state)]
+    return sort_field_rows(rows)
+
+
+def sort_field_rows(rows: list[dict]) -> list[dict]:
+    """Those awaiting a person first, each part in the order it came."""
+    return sorted(rows, key=lambda row: row["provenance"] not in AWAITING)
+
+
+AWAITING = ("awaiting_review", "recheck")
+
+
+def document_field_rows(state: DocumentState) -> list[dict]:
+    """One document's rows of the fields export, in its fields' order."""
+    rows: list[dict] = []
+    record = state.extraction
+    if record is not None and not state.stale:
         review = state.current_review
         for name, field in with_added(record, review):
             final = review.fields.get(name) if review else None
@@ -272,7 +286,6 @@ def field_rows(states: list[DocumentState]) -> list[dict]:
                     "reviewer": None,
                 }
             )
-    rows.sort(key=lambda row: row["provenance"] not in ("awaiting_review", "recheck"))
     return rows
 
 
@@ -321,20 +334,27 @@ _POLARS_TYPES = {"integer": pl.Int64, "number": pl.Float64, "boolean": pl.Boolea
 def approved_frame(states: list[DocumentState], template: Template | None) -> pl.DataFrame:
     """Analysis-ready: one row per approved document, one column per template field holding its final value, typed
     as the template says (integer, number, boolean; lists as JSON text; a rejected field is empty)."""
-    fields = template.fields if template else []
+    rows = [row for state in states for row in approved_rows(state, template)]
+    return pl.DataFrame(rows, schema=approved_schema(template), orient="row")
+
+
+def approved_schema(template: Template | None) -> dict[str, pl.DataType]:
     schema: dict[str, pl.DataType] = {"document_key": pl.String, "sha256": pl.String, "approved_at": pl.String}
-    schema.update({field.name: _POLARS_TYPES.get(field.type, pl.String) for field in fields})
-    rows = []
-    for state in states:
-        review = state.current_review
-        if review is None or not review.approved:
-            continue
-        row: dict = {"document_key": state.key, "sha256": review.sha256, "approved_at": review.reviewed_at}
-        for field in fields:
-            final = review.fields.get(field.name)
-            row[field.name] = _typed(final.final_value if final else None, field)
-        rows.append(row)
-    return pl.DataFrame(rows, schema=schema, orient="row")
+    for field in template.fields if template else []:
+        schema[field.name] = _POLARS_TYPES.get(field.type, pl.String)
+    return schema
+
+
+def approved_rows(state: DocumentState, template: Template | None) -> list[dict]:
+    """One document's row of the approved export (none unless it is approved)."""
+    review = state.current_review
+    if review is None or not review.approved:
+        return []
+    row: dict = {"document_key": state.key, "sha256": review.sha256, "approved_at": review.reviewed_at}
+    for field in template.fields if template else []:
+        final = review.fields.get(field.name)
+        row[field.name] = _typed(final.final_value if final else None, field)
+    return [row]
 
 
 def _typed(value: object, field: TemplateField) -> object:
@@ -360,6 +380,11 @@ def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFr
     meta-analysis reading these columns never meets a number nobody stands behind. Beside it ``<field>__model`` (the
     model's value, accepted or not), ``__provenance`` (who stands behind the final value), ``__tier``, ``__quote``
     and ``__page``. An entry a reviewer rejected field by field (deleted) is left out; one a reviewer added is in."""
+    rows = [row for state in states for row in group_rows(state, group)]
+    return pl.DataFrame(rows, schema=group_schema(group), orient="row")
+
+
+def group_schema(group: TemplateModule) -> dict[str, pl.DataType]:
     schema: dict[str, pl.DataType] = {"document_key": pl.String, "status": pl.String, "entry": pl.Int64}
     for field in group.fields:
         schema[field.name] = _POLARS_TYPES.get(field.type, pl.String)
@@ -367,29 +392,30 @@ def group_frame(states: list[DocumentState], group: TemplateModule) -> pl.DataFr
         for suffix in ("provenance", "tier", "quote"):
             schema[f"{field.name}__{suffix}"] = pl.String
         schema[f"{field.name}__page"] = pl.Int64
-    rows: dict[tuple[str, int], dict] = {}
-    for state in states:
-        record = state.extraction
-        if record is None or state.stale:
-            continue
-        review = state.current_review
-        for name, extracted in with_added(record, review):
-            group_name, entry, bare = entry_field_parts(name)
-            field = group.field_definition(bare) if group_name == group.name else None
-            if field is None or not entry_in_range(entry, group.max_entries) or not isinstance(extracted, dict):
-                continue  # (an entry number no group holds came in by hand: no decision path lets one in)
-            row = rows.setdefault(
-                (state.key, entry), {"document_key": state.key, "status": state.status.value, "entry": entry}
-            )
-            final = review.fields.get(name) if review else None
-            row[bare] = _typed(final.final_value, field) if final is not None and final.decided else None
-            row[f"{bare}__model"] = _typed(extracted.get("value"), field)
-            row[f"{bare}__provenance"] = final.provenance if final else "awaiting_review"
-            row[f"{bare}__tier"] = extracted.get("tier")
-            row[f"{bare}__quote"] = (final.corrected_quote if final else None) or extracted.get("quote")
-            row[f"{bare}__page"] = extracted.get("page")
-    kept = [row for row in rows.values() if not _deleted(row, group)]  # an entry a person rejected as a whole
-    return pl.DataFrame(kept, schema=schema, orient="row")
+    return schema
+
+
+def group_rows(state: DocumentState, group: TemplateModule) -> list[dict]:
+    """One document's rows of a repeating group's export (``group_frame``), entry by entry."""
+    record = state.extraction
+    if record is None or state.stale:
+        return []
+    rows: dict[int, dict] = {}
+    review = state.current_review
+    for name, extracted in with_added(record, review):
+        group_name, entry, bare = entry_field_parts(name)
+        field = group.field_definition(bare) if group_name == group.name else None
+        if field is None or not entry_in_range(entry, group.max_entries) or not isinstance(extracted, dict):
+            continue  # (an entry number no group holds came in by hand: no decision path lets one in)
+        row = rows.setdefault(entry, {"document_key": state.key, "status": state.status.value, "entry": entry})
+        final = review.fields.get(name) if review else None
+        row[bare] = _typed(final.final_value, field) if final is not None and final.decided else None
+        row[f"{bare}__model"] = _typed(extracted.get("value"), field)
+        row[f"{bare}__provenance"] = final.provenance if final else "awaiting_review"
+        row[f"{bare}__tier"] = extracted.get("tier")
+        row[f"{bare}__quote"] = (final.corrected_quote if final else None) or extracted.get("quote")
+        row[f"{bare}__page"] = extracted.get("page")
+    return [row for row in rows.values() if not _deleted(row, group)]  # an entry a person rejected as a whole
 
 
 def _deleted(row: dict, group: TemplateModule) -> bool:
@@ -480,16 +506,63 @@ class ExportsWritten(dict):
     def __init__(self) -> None:
         super().__init__()
         self.not_written: dict[str, str] = {}
+        self.cut: dict[str, tuple[int, int]] = {}  # a workbook sheet cut at the team's cap: (rows written, rows)
+
+
+@dataclass
+class ExportTables:
+    """The per-document tables of the exports (``export_tables``, or assembled from each document's part kept
+    between refreshes: ``outputs.document_products``), and what they could not hold."""
+
+    documents: pl.DataFrame
+    fields: pl.DataFrame
+    approved: pl.DataFrame
+    groups: dict[str, pl.DataFrame]
+    skip_mode: bool
+    not_made: dict[str, str] = dc_field(default_factory=dict)  # table → why it could not be made whole
+
+
+def export_tables(states: list[DocumentState], template: Template | None) -> ExportTables:
+    """The per-document tables made from the states at once."""
+    secrets = secret_values()
+    not_made: dict[str, str] = {}
+
+    def made(table: str, build: Callable[[], pl.DataFrame], empty: Mapping[str, Any]) -> pl.DataFrame:
+        try:
+            return build()
+        except Exception as error:
+            not_made[table] = redact(f"{type(error).__name__}: {error}")[:500]
+            return pl.DataFrame(schema=dict(empty))
+
+    def clean(frame: pl.DataFrame) -> pl.DataFrame:
+        return pl.DataFrame([redact_value(r, secrets) for r in frame.rows(named=True)], schema=frame.schema)
+
+    return ExportTables(
+        documents=made("documents", lambda: documents_frame(states), SCHEMA),
+        fields=made("fields", lambda: fields_frame(states), FIELD_SCHEMA),
+        approved=made("approved", lambda: clean(approved_frame(states, template)), {"document_key": pl.String}),
+        groups={
+            group.name: made(f"group__{group.name}", lambda group=group: clean(group_frame(states, group)), {})
+            for group in (template.groups if template else [])
+        },
+        skip_mode=bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states),
+        not_made=not_made,
+    )
 
 
 def write_exports(
     store: Store,
-    states: list[DocumentState],
+    tables: ExportTables,
+    analysed: list[DocumentState],
     completion: TaskCompletion,
     template: Template | None = None,
     study_choices: Mapping[str, list[StudyChoice]] | None = None,
+    sheet_rows: int | None = None,
 ) -> ExportsWritten:
     """Write every export under stable names in ``store``; returns name → location (and the files not written).
+    ``tables``: the per-document tables; ``analysed``: the states the studies, the analysis files and the agreement
+    report are made from (every report of each study with an extracted report); ``sheet_rows``: the most rows the
+    workbook writes in a sheet (``written.cut`` names each sheet cut; the other formats hold every row).
 
     ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field — the final value,
     its provenance, who decided and when, beside the model's value, quote, confidence, tier, evidence location (page,
@@ -543,17 +616,25 @@ def write_exports(
 
     analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values(), EXCLUDED_STEM)]
     analysis += [export_path(ARMS_STEM, fmt) for fmt in FORMATS[1:]]
-    documents = made(EXPORT_STEM, lambda: documents_frame(states), SCHEMA)
-    fields = made(FIELDS_STEM, lambda: fields_frame(states), FIELD_SCHEMA)
-    approved = made(APPROVED_STEM, lambda: clean(approved_frame(states, template)), {"document_key": pl.String})
+
+    def table(stem: str, name: str, frame: pl.DataFrame) -> pl.DataFrame:
+        """A per-document table, or — when a document's rows could not go in it — its files named as not written."""
+        if name in tables.not_made:
+            LOG.error("export %s not made: %s", stem, tables.not_made[name])
+            for fmt in FORMATS[1:]:
+                written.not_written[export_path(stem, fmt)] = tables.not_made[name]
+        return frame
+
+    documents = table(EXPORT_STEM, "documents", tables.documents)
+    fields = table(FIELDS_STEM, "fields", tables.fields)
+    approved = table(APPROVED_STEM, "approved", tables.approved)
     quality = made(QUALITY_STEM, lambda: quality_frame(completion), QUALITY_SCHEMA)
-    groups = {
-        group.name: made(f"atlas_{group.name}", lambda group=group: clean(group_frame(states, group)), {})
-        for group in (template.groups if template else [])
-    }
-    skip_mode = bool(states) and all(s.extraction is None or s.extraction.mode == "skip" for s in states)
+    groups = {name: table(f"atlas_{name}", f"group__{name}", frame) for name, frame in tables.groups.items()}
+    skip_mode = tables.skip_mode
     studied = [export_path(STUDIES_STEM, fmt) for fmt in FORMATS[1:]]
-    found = lenient(studied + analysis, lambda: studies(states, template, study_choices or {}), []) if template else []
+    found = (
+        lenient(studied + analysis, lambda: studies(analysed, template, study_choices or {}), []) if template else []
+    )
     study_table = made(
         STUDIES_STEM, lambda: clean(pl.DataFrame(studies_frame(found).rows(named=True), schema=STUDY_SCHEMA)), {}
     )
@@ -574,6 +655,8 @@ def write_exports(
                 choices=DECISION_CHOICES,
                 skip_mode=skip_mode,
                 studies=study_table,
+                max_rows=sheet_rows,
+                cut=written.cut,
             )
         ),
     )
@@ -628,7 +711,7 @@ def write_exports(
         put("review_quality_csv", export_path(QUALITY_STEM, "csv"), lambda: _encode(quality, "csv"))
 
     def agreement() -> bytes:
-        rows = agreement_rows(states, template) if template else []
+        rows = agreement_rows(analysed, template) if template else []
         return _encode(pl.DataFrame(rows, schema=AGREEMENT_SCHEMA), "csv")
 
     put("agreement_csv", export_path(AGREEMENT_STEM, "csv"), agreement)

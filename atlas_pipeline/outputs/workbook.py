@@ -7,7 +7,9 @@ skipped documents, documents still open, fields whose tier or flags need review 
 Excel holds at most 32,767 characters in a cell: a longer value is cut with a marker saying so, and the full value
 stays in the parquet and jsonl exports (``truncate_for_cells`` does the same for csv). A sheet holds at most
 1,048,575 rows below its header: a longer table goes on in sheets ``fields (2)``, ``fields (3)``… (a row past
-Excel's last is otherwise dropped without a word).
+Excel's last is otherwise dropped without a word). A table longer than the team's cap (``max_rows``,
+``ATLAS_REVIEW_WORKBOOK_SHEET_ROWS``) keeps its first rows — the fields awaiting a person come first — and says below
+them how many more there are and where every row is.
 """
 
 from __future__ import annotations
@@ -100,9 +102,11 @@ def _width(header: str, values: Sequence[object]) -> int:
 
 
 class _Sheets:
-    def __init__(self, workbook, sheet_rows: int = SHEET_ROWS) -> None:  # an xlsxwriter.Workbook
-        self.workbook = workbook
+    def __init__(self, workbook, sheet_rows: int = SHEET_ROWS, max_rows: int | None = None) -> None:
+        self.workbook = workbook  # an xlsxwriter.Workbook
         self.sheet_rows = sheet_rows
+        self.max_rows = max_rows
+        self.cut: dict[str, tuple[int, int]] = {}  # table → (rows written, rows it has)
         self.header = workbook.add_format({"bold": True, "text_wrap": True, "valign": "top"})
         self.wrap = workbook.add_format({"text_wrap": True, "valign": "top"})
         self.top = workbook.add_format({"valign": "top"})
@@ -123,14 +127,20 @@ class _Sheets:
         row_rules: Sequence[tuple[str, str, str]] = (),
         choices: dict[str, list[str]] | None = None,
         empty_note: str = "",
+        complete_in: str = "",
     ) -> None:
-        """One sheet holding ``frame`` as an Excel table (more past ``sheet_rows`` rows: ``continued_sheet``).
+        """One sheet holding ``frame`` as an Excel table (more past ``sheet_rows`` rows: ``continued_sheet``; its
+        first ``max_rows`` only, and a line saying so and naming ``complete_in``, the files holding every row).
         ``typed_values``: string columns whose numeric-looking values are written as numbers; ``row_rules``:
         (column, Excel condition on its cell, fill) colouring whole rows, e.g. ``("status", '="failed"', red)``;
         ``choices``: columns whose cells offer a drop-down of values."""
+        total = frame.height
+        if self.max_rows is not None and total > self.max_rows:
+            frame = frame.head(self.max_rows)
+            self.cut[name] = (self.max_rows, total)
         parts = max(1, -(-frame.height // self.sheet_rows))
         for part in range(1, parts + 1):
-            self._sheet(
+            sheet = self._sheet(
                 name,
                 part,
                 frame.slice((part - 1) * self.sheet_rows, self.sheet_rows),
@@ -140,6 +150,15 @@ class _Sheets:
                 choices=choices,
                 empty_note=empty_note,
             )
+        if name in self.cut:
+            shown = self.cut[name][0]
+            rows_here = shown - (parts - 1) * self.sheet_rows
+            where = f": every row is in {complete_in}" if complete_in else ""
+            note = (
+                f"The first {shown:,} of {total:,} rows (ATLAS_REVIEW_WORKBOOK_SHEET_ROWS); {total - shown:,} more are "
+                f"not in this workbook{where}."
+            )
+            sheet.write(rows_here + 2, 0, note, self.note)
 
     def _sheet(
         self,
@@ -152,7 +171,7 @@ class _Sheets:
         row_rules: Sequence[tuple[str, str, str]],
         choices: dict[str, list[str]] | None,
         empty_note: str,
-    ) -> None:
+    ):
         name = continued_sheet(table, part)
         sheet = self.workbook.add_worksheet(name)
         columns = frame.columns
@@ -204,6 +223,7 @@ class _Sheets:
                 )
         if not rows and empty_note:
             sheet.write(3, 0, empty_note, self.note)
+        return sheet
 
     def _cell(self, sheet, row, col, column, value, dtype, percent, typed_values) -> None:
         if value is None:
@@ -233,6 +253,10 @@ def _column_letter(index: int) -> str:
     return letters
 
 
+def _every(stem: str) -> str:
+    return f"{export_path(stem, 'parquet')} / .csv / .jsonl"
+
+
 def workbook_bytes(
     documents: pl.DataFrame,
     extractions: pl.DataFrame,
@@ -246,11 +270,14 @@ def workbook_bytes(
     skip_mode: bool,
     studies: pl.DataFrame | None = None,
     sheet_rows: int = SHEET_ROWS,
+    max_rows: int | None = None,
+    cut: dict[str, tuple[int, int]] | None = None,
 ) -> bytes:
     """The reviewer's workbook: sheets ``documents``, ``extractions`` (wide, the model's values), ``fields`` (long,
     those awaiting a person first, with decision columns to fill in), ``approved`` (final values of approved
     documents), ``review_quality`` and ``task_completion``; a table longer than ``sheet_rows`` goes on in sheets
-    ``continued_sheet`` names."""
+    ``continued_sheet`` names, one longer than ``max_rows`` is cut there and says so (``cut``, when given, is told
+    each table cut: its rows written and the rows it has)."""
     import xlsxwriter
 
     full_in = f"{export_path(FIELDS_STEM, 'parquet')} / .jsonl"
@@ -262,17 +289,22 @@ def workbook_bytes(
     )
     buffer = io.BytesIO()
     with xlsxwriter.Workbook(buffer, {"in_memory": True, "strings_to_numbers": False}) as workbook:
-        sheets = _Sheets(workbook, sheet_rows)
+        sheets = _Sheets(workbook, sheet_rows, max_rows)
         sheets.table(
             "documents",
             truncate_for_cells(documents, f"{export_path(EXPORT_STEM, 'parquet')} / .jsonl"),
             percent=("completeness",),
             row_rules=[("status", f'="{status}"', colour) for status, colour in STATUS_FILLS.items()],
             empty_note="No documents in the knowledge base yet.",
+            complete_in=_every(EXPORT_STEM),
         )
         value_columns = tuple(c for c in extractions.columns if not c.endswith("__tier") and c != "document_key")
         sheets.table(
-            "extractions", truncate_for_cells(extractions, full_in), typed_values=value_columns, empty_note=why_empty
+            "extractions",
+            truncate_for_cells(extractions, full_in),
+            typed_values=value_columns,
+            empty_note=why_empty,
+            complete_in=_every(FIELDS_STEM),
         )
         sheets.table(
             "fields",
@@ -285,6 +317,7 @@ def workbook_bytes(
             ],
             choices=choices,
             empty_note=why_empty,
+            complete_in=_every(FIELDS_STEM),
         )
         for name, frame in (groups or {}).items():  # repeating groups: one row per document × entry
             sheets.table(
@@ -292,6 +325,7 @@ def workbook_bytes(
                 truncate_for_cells(frame, f"atlas_{name}.parquet / .jsonl"),
                 row_rules=[],
                 empty_note=f"No {name} entries extracted yet.",
+                complete_in=_every(f"atlas_{name}"),
             )
         if studies is not None:
             sheets.table(
@@ -299,6 +333,7 @@ def workbook_bytes(
                 truncate_for_cells(studies, f"{STUDIES.path('parquet')} / .jsonl"),
                 row_rules=[("state", '="conflict"', FLAG_FILL)],
                 empty_note="No study values yet: they are the reports' accepted values, reconciled.",
+                complete_in=_every(STUDIES.stem),
             )
         if approved is not None:
             sheets.table(
@@ -306,6 +341,7 @@ def workbook_bytes(
                 truncate_for_cells(approved, f"{export_path(APPROVED_STEM, 'parquet')} / .jsonl"),
                 empty_note="No document approved yet: approve or correct its fields on the review page "
                 "(`atlas review`) or in the fields sheet.",
+                complete_in=_every(APPROVED_STEM),
             )
         if quality is not None:
             sheets.table(
@@ -315,4 +351,6 @@ def workbook_bytes(
                 empty_note="No field decided by a person yet.",
             )
         sheets.table("task_completion", completion, percent=("rate",))
+    if cut is not None:
+        cut.update(sheets.cut)
     return buffer.getvalue()

@@ -32,16 +32,19 @@ def build_states(
     accepted_tiers: frozenset[str] = frozenset({"verified"}),
     derivations: Derivations | None = None,
     every_document: bool = False,
+    marks: Mapping[str, str] | None = None,
 ) -> list[DocumentState]:
     """One state per document of ``facts`` (in its order; ``every_document``: they are all the known documents).
 
     An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
     mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
-    exports, so two versions are never mixed."""
+    exports, so two versions are never mixed. ``marks``: the decision logs' marks when the caller read them already
+    (``review.decisions.decision_marks``)."""
     keys = list(facts)
     duplicates = load_groups(store).duplicate_of
     one_by_one = not every_document and len(keys) <= MARKS_READ_ONE_BY_ONE
-    marks = decision_marks(store, keys) if one_by_one else decision_marks(store)
+    if marks is None:
+        marks = decision_marks(store, keys) if one_by_one else decision_marks(store)
     states = [
         _state(store, key, catalog, facts[key], version, accepted_tiers, derivations, marks.get(key, ""))
         for key in keys

@@ -8,6 +8,7 @@ either way and are left out.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from pydantic import BaseModel
 
@@ -26,13 +27,27 @@ class QualityRow(BaseModel):
 
 def review_quality(reviews: list[DocumentReview]) -> list[QualityRow]:
     """Rows per (field, tier) and per tier over all fields, from the decision that counts on each field."""
+    return quality_rows(decision for review in reviews for decision in counted_decisions(review))
+
+
+PERSON_DECIDED = ("reviewer_approved", "reviewer_corrected", "reviewer_added", "rejected")
+
+
+def counted_decisions(review: DocumentReview) -> list[tuple[str, str, str]]:
+    """One review's (field, tier, decision) that count: the fields a person decided (policy alone teaches nothing)."""
+    return [
+        (field.field, field.tier or "unknown", field.decision)
+        for field in review.fields.values()
+        if field.provenance in PERSON_DECIDED
+    ]
+
+
+def quality_rows(decisions: Iterable[tuple[str, str, str]]) -> list[QualityRow]:
+    """The rows of ``review_quality`` from the counted decisions of any number of reviews."""
     tally: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: {"approve": 0, "correct": 0, "reject": 0})
-    for review in reviews:
-        for field in review.fields.values():
-            if field.provenance not in ("reviewer_approved", "reviewer_corrected", "reviewer_added", "rejected"):
-                continue
-            for name in (field.field, "(all)"):
-                tally[(name, field.tier or "unknown")][field.decision] += 1
+    for name, tier, decision in decisions:
+        for counted in (name, "(all)"):
+            tally[(counted, tier)][decision] += 1
     rows = []
     for (name, tier), counts in sorted(tally.items(), key=lambda item: (item[0][0] != "(all)", item[0])):
         reviewed = sum(counts.values())

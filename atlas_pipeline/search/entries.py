@@ -62,17 +62,30 @@ class Hit:
 def document_mark(state: DocumentState) -> str:
     """Changes when the text, the extraction, the review or the status of the document may have (its source comes
     with its bytes). Computed without reading anything: unchanged documents cost nothing to skip."""
+    return mark_of(mark_material(state), state.duplicate_of)
+
+
+def mark_material(state: DocumentState) -> list[str]:
+    """What a document's mark is made of, but its group (``duplicate_of``, which other documents decide)."""
     parse, extraction, review = state.parse, state.extraction, state.current_review
-    material = [
+    return [
         state.status.value,
         parse.sha256 if parse else "",
         parse.parser if parse else "",
         extraction.extracted_at if extraction else "",
         extraction.extraction_version if extraction else "",
         review.decision_mark if review is not None else "",
-        state.duplicate_of,
     ]
-    return hashlib.sha256(json.dumps(material).encode()).hexdigest()[:20]
+
+
+def mark_of(material: list[str], duplicate_of: str) -> str:
+    return hashlib.sha256(json.dumps([*material, duplicate_of]).encode()).hexdigest()[:20]
+
+
+def indexable(state: DocumentState) -> bool:
+    """Whether the document has a text to search (a removed source's entry is dropped)."""
+    parse = state.parse
+    return not state.source_removed and parse is not None and not parse.problem and bool(parse.text_path)
 
 
 def _values(state: DocumentState) -> list[Part]:

@@ -150,6 +150,41 @@ class Store:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self.path(relative))
 
+    def versions(self, under: str) -> dict[str, str]:
+        """Every object below the folder ``under`` (relative path → a version that changes whenever it is written),
+        in one listing and without reading any: locally the file's inode, time and size (a write replaces the file,
+        so a new inode), on an object store its ETag (or size and time)."""
+        top = self.path(under)
+        found: dict[str, str] = {}
+        if self._local:
+            folders = [top]
+            while folders:
+                folder = folders.pop()
+                try:
+                    entries = list(os.scandir(folder))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                for entry in entries:
+                    if entry.name.startswith(".tmp-"):
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                        continue
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:  # gone since the listing
+                        continue
+                    relative = posixpath.relpath(entry.path, self.root)
+                    found[relative] = f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}"
+            return found
+        if not self.fs.exists(top):
+            return {}
+        for path, info in self.fs.find(top, withdirs=False, detail=True).items():
+            tag = info.get("ETag") or info.get("etag") or ""
+            stamp = info.get("LastModified") or info.get("mtime") or info.get("last_modified") or ""
+            found[posixpath.relpath(path, self.root)] = f"{tag}:{info.get('size')}:{stamp}"
+        return found
+
     def files(self, under: str = "") -> list[str]:
         """Relative paths of every object in the store (or below the folder ``under``), sorted; half-written local
         temporaries left out."""

@@ -4,11 +4,12 @@ import polars as pl
 
 from atlas_pipeline.config.settings import load_settings
 from atlas_pipeline.definitions import build_definitions
+from atlas_pipeline.defs.aggregate_inputs import aggregate_inputs
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.listing import KnowledgeBase
 from atlas_pipeline.outputs.export_files import export_files
 from atlas_pipeline.store.files import filesystem_for
-from atlas_pipeline.store.records import ExtractionRecord, read_record
+from atlas_pipeline.store.records import ExtractionRecord, read_record, write_record
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import SensorHarness, ran_as_its_document
 
@@ -59,6 +60,11 @@ def test_bucket_documents_are_discovered_processed_and_exported(s3_endpoint, ins
         "broken.pdf": "failed",
     }
     assert {path.rsplit("/", 1)[-1] for path in fs.ls("atlas-test/exports")} == set(export_files())
+    # the documents' parts of the aggregates are kept in the bucket: a refresh reads again only a document rewritten
+    assert len(fs.ls("atlas-test/artifacts/aggregates/documents")) == 2
+    assert aggregate_inputs(instance, atlas).made == 0
+    write_record(store, "broken.pdf", "extraction", broken)  # the same content, written again
+    assert aggregate_inputs(instance, atlas).made == 1
     # a second scan of the bucket finds nothing new
     assert harness.tick().run_requests == []
     # the S3 secret appears nowhere: not in the bucket, not in the run logs

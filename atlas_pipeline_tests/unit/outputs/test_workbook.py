@@ -36,3 +36,19 @@ def test_sheet_names_stay_inside_excels_31_characters_and_the_limit_is_excels():
     assert continued_sheet("fields", 1) == "fields"
     long = continued_sheet("a_module_name_of_thirty_chars_x", 12)
     assert len(long) == 31 and long.endswith(" (12)")
+
+
+def test_a_sheet_past_the_teams_cap_keeps_its_first_rows_and_says_where_every_row_is():
+    fields = _fields(7)
+    cut: dict[str, tuple[int, int]] = {}
+    data = workbook_bytes(
+        pl.DataFrame(schema=SCHEMA), pl.DataFrame({"document_key": []}), fields, pl.DataFrame({"rate": [1.0]}),
+        skip_mode=False, max_rows=5, cut=cut,
+    )  # fmt: skip
+    assert cut == {"fields": (5, 7)}
+    sheet = pl.read_excel(data, sheet_name="fields", has_header=False)
+    column = sheet.to_series(0).to_list()
+    assert column[1:6] == [f"doc-{n:02d}" for n in range(5)]  # the first five, as they came (awaiting first)
+    assert column[-1].startswith("The first 5 of 7 rows (ATLAS_REVIEW_WORKBOOK_SHEET_ROWS); 2 more")
+    assert "atlas_fields.parquet / .csv / .jsonl" in column[-1]
+    assert "fields (2)" not in fastexcel.read_excel(data).sheet_names

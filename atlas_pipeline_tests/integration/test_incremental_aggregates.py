@@ -1,0 +1,107 @@
+"""The aggregates refreshed from what changed: each document's part of them is kept between refreshes and made again
+only when what its state is built from changes (its records, decisions, run, source, the settings) — and the tables
+assembled from the parts are exactly those made from every document's state at once."""
+
+import shutil
+
+from polars.testing import assert_frame_equal
+
+from atlas_pipeline.defs.aggregate_inputs import aggregate_inputs
+from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.partitions import documents_partitions
+from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.knowledge.catalog import refresh_catalog
+from atlas_pipeline.outputs.completion import summarise
+from atlas_pipeline.outputs.exports import export_tables
+from atlas_pipeline.review.decisions import DecisionRequest, decide
+from atlas_pipeline.search.entries import document_mark, indexable
+from atlas_pipeline.store.records import ExtractionRecord, read_record
+from atlas_pipeline_tests.support.corpus import copy_into
+from atlas_pipeline_tests.support.juice_trial import DURATION, FECAL, KEY, answer
+
+JATS = "PMC1216327.nxml"  # the juice trial's JATS article: one work with the PDF (a duplicate group, one study)
+OTHERS = ["html/plos_one_article.html", "awkward/malformed/ocrmypdf_invalid.pdf", f"rct_jats/{JATS}"]
+
+
+def _same_as_from_every_state(instance, atlas: Deployment):
+    """The refresh's inputs, checked against what the states of every document give at once."""
+    inputs = aggregate_inputs(instance, atlas)
+    states = document_states(instance, atlas)
+    whole = export_tables(states, atlas.load_template())
+    assert inputs.order == [state.key for state in states]
+    for name in ("documents", "fields", "approved"):
+        assert_frame_equal(getattr(inputs.tables, name), getattr(whole, name))
+    assert inputs.tables.groups.keys() == whole.groups.keys()
+    for name, frame in whole.groups.items():
+        assert_frame_equal(inputs.tables.groups[name], frame)
+    assert (inputs.tables.skip_mode, inputs.tables.not_made) == (whole.skip_mode, whole.not_made)
+    ignore = {"computed_at"}
+    assert inputs.completion().model_dump(exclude=ignore) == summarise(states).model_dump(exclude=ignore)
+    marks = {c.key: c.mark for c in inputs.search_candidates() if c.indexable}
+    assert marks == {state.key: document_mark(state) for state in states if indexable(state)}
+    analysed = {state.key: state.study_id for state in inputs.analysed()}
+    assert analysed.items() >= {(s.key, s.study_id) for s in states if s.extraction is not None}
+    return inputs
+
+
+def test_only_what_changed_is_read_again_and_the_tables_are_those_of_every_state(
+    run, llm_server, knowledge_base, instance
+):
+    llm_server.script(default={"content": answer(outcomes=[DURATION, FECAL])})
+    for name in OTHERS:
+        copy_into(knowledge_base, name)
+    atlas = run.atlas
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    keys = [KEY, *(name.rsplit("/", 1)[1] for name in OTHERS)]
+    instance.add_dynamic_partitions(documents_partitions.name, keys[1:])
+    for key in keys:
+        run(key)
+    assert run.defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+
+    first = _same_as_from_every_state(instance, atlas)
+    assert first.made == 0  # the aggregates job made every part already
+    assert first.tables.fields.height > 30 and first.tables.documents["status"].to_list().count("failed") == 1
+    assert first.tables.groups["outcomes"].height >= 2  # the outcome entries, assembled like the rest
+    documents = first.tables.documents
+    assert documents.filter(documents["document_key"] == JATS)["duplicate_of"].to_list() == [KEY]
+    assert len(set(documents.filter(documents["document_key"].is_in([KEY, JATS]))["study_id"])) == 1
+
+    # a decision on the trial: its part alone is made again, and the tables follow it
+    record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
+    template = atlas.load_template()
+    decide(
+        atlas.store(),
+        record,
+        DecisionRequest(
+            "n_control",
+            "correct",
+            reviewer="ana",
+            shown=(record.sha256, record.extraction_version),
+            template_field=template.field_definition("n_control"),
+            value="31",
+        ),
+    )
+    after = _same_as_from_every_state(instance, atlas)
+    assert after.made == 1
+    fields = after.tables.fields
+    row = fields.filter((fields["document_key"] == KEY) & (fields["field"] == "n_control"))
+    assert row["final_value"].to_list() == ["31"] and row["provenance"].to_list() == ["reviewer_corrected"]
+
+    # a source removed from the knowledge base: its part again (marked), the others kept
+    (knowledge_base / "plos_one_article.html").unlink()
+    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+    removed = _same_as_from_every_state(instance, atlas)
+    assert removed.made == 1
+    documents = removed.tables.documents
+    assert documents.filter(documents["document_key"] == "plos_one_article.html")["source_removed"].to_list() == [True]
+
+    # a setting that weighs every document (the values accepted without a person): every part again
+    review = run.settings.review.model_copy(update={"accept_tiers": "verified,approximate"})
+    settings = run.settings.model_copy(update={"review": review})
+    again = aggregate_inputs(instance, Deployment.from_settings(settings))
+    assert again.made == len(keys)
+
+    # a shard lost or damaged: its documents are made again, nothing else
+    shutil.rmtree(atlas.store().path("aggregates/documents"))
+    rebuilt = _same_as_from_every_state(instance, atlas)
+    assert rebuilt.made == len(keys)
