@@ -67,6 +67,7 @@ def seed_records(root: Path) -> list[str]:
     home = root / "home"
     home.mkdir()
     shutil.copyfile(project_file("dagster.yaml"), home / "dagster.yaml")
+    (root / "llm").mkdir()
     with scripted_openai_server(root / "llm") as server:
         server.script(default={"content": answer()})
         env = {
@@ -96,7 +97,12 @@ def make_dataset(root: Path, size: int) -> None:
     for number in range(size):
         seed = keys[number % len(keys)]
         key = f"copy{number:06d}-{seed}"
-        shutil.copytree(seeds / "artifacts" / "documents" / seed, artifacts / "documents" / key)
+        target = artifacts / "documents" / key
+        shutil.copytree(seeds / "artifacts" / "documents" / seed, target)
+        for record in target.glob("*.json"):  # each copy's records name it, as its own run would have written them
+            data = json.loads(record.read_text())
+            if isinstance(data, dict) and data.get("key") == seed:
+                record.write_text(json.dumps({**data, "key": key}))
         entries[key] = catalog.entries[seed].model_copy(update={"key": key, "source_path": key})
         made.append(key)
     save_catalog(Store(str(artifacts)), Catalog(entries=entries))
@@ -166,9 +172,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 10_000])
     parser.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)  # a child: ROOT WHAT
+    parser.add_argument("--dataset", nargs=2, help=argparse.SUPPRESS)  # ROOT SIZE: make one and keep it
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(Path(args.measure[0]), args.measure[1])))
+        return
+    if args.dataset:
+        make_dataset(Path(args.dataset[0]), int(args.dataset[1]))
         return
     rows = []
     for size in args.sizes:

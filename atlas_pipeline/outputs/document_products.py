@@ -84,11 +84,19 @@ def table_schemas(template: Template | None) -> dict[str, dict[str, pl.DataType]
     return schemas
 
 
-def _part_schema(template: Template | None) -> dict[str, pl.DataType]:
-    schema: dict[str, pl.DataType] = {"key": pl.String, "stamp": pl.String, "facts": pl.String}
-    for table, columns in table_schemas(template).items():
-        schema[table] = pl.List(pl.Struct(columns))
-    return schema
+def part_schema(template: Template | None) -> pl.Schema:
+    """A shard's columns (made once per template: a refresh compares 256 shards with it)."""
+    key = template.content_hash if template else ""
+    if key not in _SCHEMAS:
+        schema: dict[str, pl.DataType] = {"key": pl.String, "stamp": pl.String, "facts": pl.String}
+        for table, columns in table_schemas(template).items():
+            schema[table] = pl.List(pl.Struct(columns))
+        _SCHEMAS.clear()
+        _SCHEMAS[key] = pl.Schema(schema)
+    return _SCHEMAS[key]
+
+
+_SCHEMAS: dict[str, pl.Schema] = {}
 
 
 @dataclass
@@ -130,7 +138,7 @@ def make_part(
 def parts_frame(parts: list[Part], template: Template | None) -> pl.DataFrame:
     """The parts as a shard's rows; a part whose rows do not fit a table's columns gives that table no rows and
     names why in its facts (the table is then not written, as when it is made from the states at once)."""
-    schema = _part_schema(template)
+    schema = part_schema(template)
     tables = list(table_schemas(template))
     try:
         return pl.DataFrame([_row(part, tables) for part in parts], schema=schema, orient="row")
@@ -178,7 +186,7 @@ def read_shard(store: Store, shard: str, template: Template | None) -> pl.DataFr
     except Exception as error:  # a shard cut short or damaged: its documents are made again
         LOG.warning("aggregates: shard %s unreadable (%s): its documents are made again", shard, error)
         return None
-    return frame if frame.schema == pl.Schema(_part_schema(template)) else None
+    return frame if frame.schema == part_schema(template) else None
 
 
 def write_shard(store: Store, shard: str, frame: pl.DataFrame) -> None:
@@ -197,6 +205,8 @@ def update_shard(
 ) -> pl.DataFrame:
     """The shard with ``made`` in place of those documents' old parts and parts of documents no longer known
     dropped; written when anything in it changed."""
+    if not made and kept is not None and kept.height == len(known):
+        return kept  # nothing made and no part of a document gone (a shard holds each key once)
     fresh = parts_frame(made, template)
     replaced = {part.key for part in made}
     old = kept.filter(pl.col("key").is_in(known - replaced)) if kept is not None else None
@@ -222,7 +232,7 @@ def assemble(
     parts = (
         pl.concat(whole).join(positions, on="key", how="inner").sort("_order")
         if whole
-        else pl.DataFrame(schema={**_part_schema(template), "_order": pl.Int64})
+        else pl.DataFrame(schema={**part_schema(template), "_order": pl.Int64})
     )
     links = pl.DataFrame(
         {

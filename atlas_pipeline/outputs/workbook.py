@@ -182,9 +182,11 @@ class _Sheets:
             width = _width(column, values)
             long_text = schema[column] == pl.String and width >= WRAP_FROM
             sheet.set_column(index, index, width, self.wrap if long_text else self.top)
+        writers = [self._writer(sheet, column, schema[column], percent, typed_values) for column in columns]
         for row_number, row in enumerate(rows, 1):
-            for index, (column, value) in enumerate(zip(columns, row, strict=True)):
-                self._cell(sheet, row_number, index, column, value, schema[column], percent, typed_values)
+            for index, value in enumerate(row):
+                if value is not None:  # a blank cell without a format is no cell to Excel: nothing to write
+                    writers[index](row_number, index, value)
         sheet.add_table(
             0,
             0,
@@ -224,6 +226,17 @@ class _Sheets:
         if not rows and empty_note:
             sheet.write(3, 0, empty_note, self.note)
         return sheet
+
+    def _writer(self, sheet, column, dtype, percent, typed_values):
+        """How a column's cells are written (chosen once per column: a sheet has millions of cells)."""
+        if dtype == pl.String and column not in typed_values:
+            return lambda row, col, value: sheet.write_string(row, col, value)
+        if dtype == pl.Boolean:
+            return sheet.write_boolean
+        if dtype.is_integer() or dtype.is_float():
+            number = self.percent if column in percent else self.integer if dtype.is_integer() else self.decimal
+            return lambda row, col, value: sheet.write_number(row, col, value, number)
+        return lambda row, col, value: self._cell(sheet, row, col, column, value, dtype, percent, typed_values)
 
     def _cell(self, sheet, row, col, column, value, dtype, percent, typed_values) -> None:
         if value is None:
