@@ -124,6 +124,7 @@ def measure(root: Path, what: str) -> dict[str, float]:
     from atlas_pipeline.defs.document_states import document_states
     from atlas_pipeline.outputs.completion import summarise
     from atlas_pipeline.outputs.exports import export_tables, write_exports
+    from atlas_pipeline.outputs.study_parts import analysis_from_states
     from atlas_pipeline.review.decisions import DecisionRequest, decide
     from atlas_pipeline.review.study_values import load_choices
 
@@ -146,14 +147,16 @@ def measure(root: Path, what: str) -> dict[str, float]:
         if what == "before":
             states = document_states(instance, deployment)
             read = time.perf_counter() - began
-            tables, analysed, completion = export_tables(states, template), states, summarise(states)
+            tables, completion = export_tables(states, template), summarise(states)
+            analysis = analysis_from_states(states, template, load_choices(store))
             made = len(states)
         else:
             inputs = aggregate_inputs(instance, deployment)
             read = time.perf_counter() - began
-            tables, analysed, completion = inputs.tables, inputs.analysed(), inputs.completion()
+            tables, completion = inputs.tables, inputs.completion()
+            analysis = inputs.analysis(template, load_choices(store))
             made = inputs.made
-        written = write_exports(exports, tables, analysed, completion, template, load_choices(store), sheet_rows)
+        written = write_exports(exports, tables, analysis, completion, template, sheet_rows)
         if written.not_written:
             raise RuntimeError(f"not written: {written.not_written}")
     return {

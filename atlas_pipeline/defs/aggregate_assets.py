@@ -16,7 +16,7 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
 from atlas_pipeline.knowledge.duplicates import Member
-from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreement_rows
+from atlas_pipeline.outputs.agreement_report import agreement_markdown
 from atlas_pipeline.outputs.analysis_files import excluded_markdown, read_excluded
 from atlas_pipeline.outputs.completion import quality_table
 from atlas_pipeline.outputs.evaluation import evaluate_gold
@@ -140,11 +140,10 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
     template = atlas.deployment.load_template()
     store = atlas.deployment.store()
     policy = atlas.deployment.final_values_policy()
-    analysed = inputs.analysed()
+    analysis = inputs.analysis(template, load_choices(store))
     exports = atlas.deployment.exports_store()
     sheet_rows = atlas.deployment.review_policy().workbook_sheet_rows
-    choices = load_choices(store)
-    paths = write_exports(exports, inputs.tables, analysed, inputs.completion(), template, choices, sheet_rows)
+    paths = write_exports(exports, inputs.tables, analysis, inputs.completion(), template, sheet_rows)
     excluded = read_excluded(atlas.deployment.exports_store())
     if excluded:
         context.log.warning(f"{len(excluded)} value(s) left out of the analysis files: see {EXCLUDED.path()}")
@@ -161,11 +160,12 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
             FINAL_VALUES_POLICY: policy,
             "documents": len(inputs.order),
             "documents_read_again": inputs.made,
+            "studies_made_again": inputs.studies_made,
             "analysis_values_left_out": len(excluded),
             FILES_NOT_WRITTEN: dg.MetadataValue.json(paths.not_written),
             "workbook_sheets_cut": dg.MetadataValue.json({sheet: list(cut) for sheet, cut in paths.cut.items()}),
             "left_out": dg.MetadataValue.md(excluded_markdown(excluded)),
-            "agreement": dg.MetadataValue.md(agreement_markdown(agreement_rows(analysed, template))),
+            "agreement": dg.MetadataValue.md(agreement_markdown(analysis.agreement)),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
         }
     )

@@ -9,12 +9,13 @@ import hashlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
 
-from atlas_pipeline.core.redaction import secret_values
+from atlas_pipeline.core.redaction import redact, secret_values
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.defs.document_states import (
     PartitionFacts,
     collect_document_states,
@@ -25,6 +26,7 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import Catalog, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
+from atlas_pipeline.outputs.agreement_report import agreement_rows_of
 from atlas_pipeline.outputs.completion import TaskCompletion, summarise_parts
 from atlas_pipeline.outputs.document_products import (
     DocumentFacts,
@@ -37,9 +39,21 @@ from atlas_pipeline.outputs.document_products import (
     update_shard,
 )
 from atlas_pipeline.outputs.exports import ExportTables
+from atlas_pipeline.outputs.study_parts import (
+    Analysis,
+    StudyPart,
+    analysis_of,
+    read_study_shard,
+    study_shard,
+    study_stamp,
+    write_study_shard,
+)
+from atlas_pipeline.outputs.study_parts import make_part as make_study_part
+from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline.read_model.document_stamps import document_stamps, record_versions, settings_stamp
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import decision_marks
+from atlas_pipeline.review.study_values import StudyChoice
 from atlas_pipeline.search.entries import mark_material, mark_of
 from atlas_pipeline.search.refresh import Candidate
 
@@ -87,6 +101,9 @@ class AggregateInputs:
     duplicates: dict[str, tuple[str, str]]  # key → (canonical, evidence)
     made: int  # parts made this refresh (the others were kept)
     states: StateReader
+    stamps: dict[str, str]
+    settings: str
+    studies_made: int = 0  # study parts made by ``analysis`` (the others were kept)
 
     def completion(self) -> TaskCompletion:
         parts = [self.facts[key].completion for key in self.order]
@@ -100,14 +117,51 @@ class AggregateInputs:
             candidates.append(Candidate(key, fact.indexable, mark_of(fact.search_material, canonical)))
         return candidates
 
-    def analysed(self) -> list[DocumentState]:
-        """The states the studies, analysis files and agreement report are made from: every report of each study
-        one of whose reports was extracted. Other studies have no value to report."""
+    def analysis(self, template: Template | None, choices: Mapping[str, list[StudyChoice]]) -> Analysis:
+        """The studies, their entries and the agreement report. Each study one of whose reports was extracted (the
+        others have no value to report) is made again from its reports' states only when its stamp changed — one of
+        its reports' parts, the team's choices for it, the settings —; the others are read from their shards."""
+        if template is None:
+            return Analysis()
+        agreement = [fact.agreement for key in self.order if (fact := self.facts[key]).agreement is not None]
         members: dict[str, list[str]] = defaultdict(list)
         for key in self.order:
             members[self.states.study_of.get(key, key)].append(key)
-        wanted = {key for keys in members.values() if any(self.facts[k].extracted for k in keys) for key in keys}
-        return self.states([key for key in self.order if key in wanted])
+        stamps = {
+            study: study_stamp(
+                study,
+                [(key, self.stamps[key], self.duplicates.get(key, ("", ""))[0]) for key in keys],
+                choices.get(study, []),
+                self.settings,
+            )
+            for study, keys in members.items()
+            if any(self.facts[key].extracted for key in keys)
+        }
+        store = self.states.deployment.store()
+        by_shard: dict[str, list[str]] = defaultdict(list)
+        for study in stamps:
+            by_shard[study_shard(study)].append(study)
+        parts: list[StudyPart] = []
+        for shard in sorted(by_shard):
+            kept = read_study_shard(store, shard)
+            wanted = by_shard[shard]
+            changed = [study for study in wanted if study not in kept or kept[study].stamp != stamps[study]]
+            made: dict[str, StudyPart] = {}
+            for chunk in _chunks(changed, STATES_PER_READ):
+                states = self.states([key for study in chunk for key in members[study]])
+                try:
+                    for study in studies(states, template, choices):
+                        made[study.id] = make_study_part(study, template, stamps[study.id])
+                except Exception as failure:  # as when made at once: no file made from the studies is written
+                    reason = redact(f"{type(failure).__name__}: {failure}")
+                    return analysis_of([], agreement_rows_of(agreement, template), reason)
+            current = {study: kept[study] for study in wanted if study in kept and study not in changed}
+            current.update(made)
+            if made or set(kept) != set(current):
+                write_study_shard(store, shard, current)
+            self.studies_made += len(made)
+            parts.extend(current.values())
+        return analysis_of(parts, agreement_rows_of(agreement, template))
 
 
 def _chunks(keys: list[str], size: int) -> Iterator[list[str]]:
@@ -153,7 +207,7 @@ def aggregate_inputs(instance: dg.DagsterInstance, deployment: Deployment) -> Ag
     reports = [Report(key, facts[key].identifiers, duplicates[key][0] if key in duplicates else "") for key in order]
     reader.study_of = group_studies(reports, load_links(store))
     tables = assemble(frames, order, facts, reader.study_of, duplicates, template)
-    return AggregateInputs(read_at, order, facts, tables, duplicates, made, reader)
+    return AggregateInputs(read_at, order, facts, tables, duplicates, made, reader, stamps, settings)
 
 
 _RUN_INPUTS: dict[str, AggregateInputs] = {}  # the latest run's (one run at a time per process)

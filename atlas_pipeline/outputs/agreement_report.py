@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+from pydantic import BaseModel
 
 from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.grading.agreement import KAPPA_KINDS, ValueAgreement, agreement_statistics, cohen_kappa, same_value
@@ -68,29 +69,56 @@ def _name(field: str) -> str:
     return f"{group}.{bare}" if group else bare
 
 
+class AgreementInputs(BaseModel):
+    """One document's part of the agreement report: its two models' values side by side, and per field decided by a
+    person (model value, final value, kept) and by two reviewers (first, second, agreed)."""
+
+    models: list[ValueAgreement] = []
+    person: list[tuple[str, Any, Any, bool]] = []
+    reviewers: list[tuple[str, Any, Any, bool]] = []
+
+
+def agreement_inputs(state: DocumentState, template: Template) -> AgreementInputs | None:
+    """What one document gives the agreement report (None: no current extraction to compare)."""
+    if state.extraction is None or state.stale:
+        return None
+    found = AgreementInputs(models=model_agreement(state.extraction.fields))
+    review = state.current_review
+    for name, final in review.fields.items() if review else ():
+        kind = getattr(template.field_definition(name), "kind", "text")
+        if final.provenance in PERSON_DECIDED and final.decision:
+            kept = final.provenance == "reviewer_approved" or (
+                final.provenance == "reviewer_corrected" and same_value(final.final_value, final.model_value, kind)
+            )
+            found.person.append((_name(name), final.model_value, final.final_value, kept))
+        results = list(final.reviewer_values.values())
+        if len(results) >= 2:  # what their decisions leave: approving 42 and correcting to 42 agree
+            first, second = results[0], results[1]
+            agreed = (first is None and second is None) or (
+                first is not None and second is not None and same_value(first, second, kind)
+            )
+            found.reviewers.append((_name(name), first, second, agreed))
+    return found
+
+
 def agreement_rows(states: Iterable[DocumentState], template: Template) -> list[dict[str, Any]]:
     """One row per field of the template (a group's field over its entries) with anything to compare: model A vs
     model B, the model vs the person who decided, reviewer vs reviewer."""
-    states = [state for state in states if state.extraction is not None and not state.stale]
-    models = agreement_statistics([model_agreement(state.extraction.fields) for state in states], template)
+    inputs = [agreement_inputs(state, template) for state in states]
+    return agreement_rows_of([found for found in inputs if found is not None], template)
+
+
+def agreement_rows_of(inputs: Iterable[AgreementInputs], template: Template) -> list[dict[str, Any]]:
+    """``agreement_rows`` from each document's part."""
+    inputs = list(inputs)
+    models = agreement_statistics([found.models for found in inputs], template)
     person: dict[str, _Pairs] = {}
     reviewers: dict[str, _Pairs] = {}
-    for state in states:
-        review = state.current_review
-        for name, final in review.fields.items() if review else ():
-            kind = getattr(template.field_definition(name), "kind", "text")
-            if final.provenance in PERSON_DECIDED and final.decision:
-                kept = final.provenance == "reviewer_approved" or (
-                    final.provenance == "reviewer_corrected" and same_value(final.final_value, final.model_value, kind)
-                )
-                person.setdefault(_name(name), _Pairs()).add(final.model_value, final.final_value, kept)
-            results = list(final.reviewer_values.values())
-            if len(results) >= 2:  # what their decisions leave: approving 42 and correcting to 42 agree
-                first, second = results[0], results[1]
-                agreed = (first is None and second is None) or (
-                    first is not None and second is not None and same_value(first, second, kind)
-                )
-                reviewers.setdefault(_name(name), _Pairs()).add(first, second, agreed)
+    for found in inputs:
+        for name, first, second, agreed in found.person:
+            person.setdefault(name, _Pairs()).add(first, second, agreed)
+        for name, first, second, agreed in found.reviewers:
+            reviewers.setdefault(name, _Pairs()).add(first, second, agreed)
     kinds = {
         (f"{module.name}.{field.name}" if module.repeating else field.name): field.kind
         for module in template.modules

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from atlas_pipeline.core.redaction import redact, redact_value
 from atlas_pipeline.core.templates import Template
+from atlas_pipeline.outputs.agreement_report import AgreementInputs, agreement_inputs
 from atlas_pipeline.outputs.completion import CompletionPart, completion_part
 from atlas_pipeline.outputs.exports import (
     AWAITING,
@@ -66,6 +67,7 @@ class DocumentFacts(BaseModel):
     extracted: bool = False  # it has an extraction record: it may take part in studies, analysis and agreement
     skip_mode: bool = True  # no model extracted it (skip mode, or not extracted at all)
     failed_tables: dict[str, str] = {}  # a table its rows could not be written to, with why
+    agreement: AgreementInputs | None = None  # its part of the agreement report
 
 
 def group_table(name: str) -> str:
@@ -131,6 +133,7 @@ def make_part(
         identifiers=record.identifiers if record else {},
         extracted=record is not None,
         skip_mode=record is None or record.mode == "skip",
+        agreement=agreement_inputs(state, template) if template else None,
     )
     return Part(state.key, stamp, facts, rows)
 

@@ -16,14 +16,13 @@ import polars as pl
 
 from atlas_pipeline.core.redaction import redact, redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts, entry_in_range
-from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows
+from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA
 from atlas_pipeline.outputs.analysis_files import (
     ARMS_SCHEMA,
     arm_rows,
     escalc_frames,
     escalc_rows,
     excluded_frame,
-    study_entries,
 )
 from atlas_pipeline.outputs.completion import TaskCompletion
 from atlas_pipeline.outputs.export_files import (
@@ -44,13 +43,13 @@ from atlas_pipeline.outputs.export_files import (
 from atlas_pipeline.outputs.forest_plots import forest_plots, forest_svg
 from atlas_pipeline.outputs.revman_files import revman_files
 from atlas_pipeline.outputs.study_labels import study_labels
-from atlas_pipeline.outputs.study_report import STUDY_SCHEMA, studies, studies_frame
+from atlas_pipeline.outputs.study_parts import Analysis
+from atlas_pipeline.outputs.study_report import STUDY_SCHEMA
 from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_cells, workbook_bytes
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.review.final_values import DocumentReview
-from atlas_pipeline.review.study_values import StudyChoice
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import export_path
 from atlas_pipeline.store.records import ExtractionRecord
@@ -553,15 +552,15 @@ def export_tables(states: list[DocumentState], template: Template | None) -> Exp
 def write_exports(
     store: Store,
     tables: ExportTables,
-    analysed: list[DocumentState],
+    analysis: Analysis,
     completion: TaskCompletion,
     template: Template | None = None,
-    study_choices: Mapping[str, list[StudyChoice]] | None = None,
     sheet_rows: int | None = None,
 ) -> ExportsWritten:
     """Write every export under stable names in ``store``; returns name → location (and the files not written).
-    ``tables``: the per-document tables; ``analysed``: the states the studies, the analysis files and the agreement
-    report are made from (every report of each study with an extracted report); ``sheet_rows``: the most rows the
+    ``tables``: the per-document tables; ``analysis``: the studies, their entries and the agreement report, which the
+    studies export, the analysis files and the agreement report are written from (``outputs.study_parts``);
+    ``sheet_rows``: the most rows the
     workbook writes in a sheet (``written.cut`` names each sheet cut; the other formats hold every row).
 
     ``atlas_documents.*``: one row per document; ``atlas_fields.*``: one row per extracted field — the final value,
@@ -570,7 +569,7 @@ def write_exports(
     approved documents only, one typed column per field. ``atlas_review_quality.csv``: how often reviewers kept the
     model's value, per field and tier. The xlsx holds them all (its ``fields`` sheet with decision columns to fill
     in and drop into the review inbox) plus a wide ``extractions`` sheet. ``atlas_studies.*``: per study (the
-    reports of one trial) and field, the value reconciled across its reports (``study_choices``: each study's choices
+    reports of one trial) and field, the value reconciled across its reports (given each study's choices
     between its reports' values). ``atlas_arms.*``, ``atlas_escalc_*.csv`` and ``forest_plots/``: the
     meta-analysis files (``outputs.analysis_files``); ``atlas_revman_*.csv``: RevMan Web's study-centric import
     (``outputs.revman_files``). A document removed from the knowledge base stays, marked ``source_removed``, in the
@@ -614,8 +613,8 @@ def write_exports(
             written.not_written.update(dict.fromkeys(paths, reason))
             return default
 
-    analysis = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values(), EXCLUDED_STEM)]
-    analysis += [export_path(ARMS_STEM, fmt) for fmt in FORMATS[1:]]
+    analysed = [export_path(stem, "csv") for stem in (*ESCALC_STEMS.values(), *REVMAN_STEMS.values(), EXCLUDED_STEM)]
+    analysed += [export_path(ARMS_STEM, fmt) for fmt in FORMATS[1:]]
 
     def table(stem: str, name: str, frame: pl.DataFrame) -> pl.DataFrame:
         """A per-document table, or — when a document's rows could not go in it — its files named as not written."""
@@ -632,12 +631,11 @@ def write_exports(
     groups = {name: table(f"atlas_{name}", f"group__{name}", frame) for name, frame in tables.groups.items()}
     skip_mode = tables.skip_mode
     studied = [export_path(STUDIES_STEM, fmt) for fmt in FORMATS[1:]]
-    found = (
-        lenient(studied + analysis, lambda: studies(analysed, template, study_choices or {}), []) if template else []
-    )
-    study_table = made(
-        STUDIES_STEM, lambda: clean(pl.DataFrame(studies_frame(found).rows(named=True), schema=STUDY_SCHEMA)), {}
-    )
+    if analysis.error:  # the studies could not be made: none of the files made from them is written
+        LOG.error("exports %s not made: %s", ", ".join(studied + analysed), analysis.error)
+        written.not_written.update(dict.fromkeys(studied + analysed, analysis.error[:500]))
+    found = analysis.studies
+    study_table = made(STUDIES_STEM, lambda: clean(pl.DataFrame(analysis.study_rows, schema=STUDY_SCHEMA)), {})
     sheets_missing = sorted({reason for path, reason in written.not_written.items() if not path.startswith("forest")})
     put(
         "xlsx",
@@ -661,7 +659,7 @@ def write_exports(
         ),
     )
     outcomes = groups.get("outcomes", pl.DataFrame(schema={"document_key": pl.String, "entry": pl.Int64}))
-    entries, excluded = lenient(analysis, lambda: study_entries(found, template), ([], []))
+    entries, excluded = analysis.entries, analysis.excluded
     arms_table = made(ARMS_STEM, lambda: clean(pl.DataFrame(arm_rows(entries), schema=ARMS_SCHEMA)), ARMS_SCHEMA)
     tables = (
         ("", EXPORT_STEM, documents),
@@ -681,8 +679,8 @@ def write_exports(
                 export_path(stem, fmt),
                 lambda frame=frame, fmt=fmt, full=full: _encode(frame, fmt, full),
             )
-    escalc = lenient(analysis, lambda: escalc_rows(entries), {})
-    for kind, frame in lenient(analysis, lambda: escalc_frames(escalc), {}).items():
+    escalc = lenient(analysed, lambda: escalc_rows(entries), {})
+    for kind, frame in lenient(analysed, lambda: escalc_frames(escalc), {}).items():
         put(
             f"escalc_{kind}_csv",
             export_path(ESCALC_STEMS[kind], "csv"),
@@ -711,7 +709,7 @@ def write_exports(
         put("review_quality_csv", export_path(QUALITY_STEM, "csv"), lambda: _encode(quality, "csv"))
 
     def agreement() -> bytes:
-        rows = agreement_rows(analysed, template) if template else []
+        rows = analysis.agreement if template else []
         return _encode(pl.DataFrame(rows, schema=AGREEMENT_SCHEMA), "csv")
 
     put("agreement_csv", export_path(AGREEMENT_STEM, "csv"), agreement)

@@ -4,8 +4,10 @@ or its first report) when no author is known."""
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable
+import string
+from collections.abc import Iterator
 from typing import Any
 
 from atlas_pipeline.outputs.study_report import Study
@@ -51,16 +53,18 @@ def study_labels(studies: list[Study]) -> dict[str, str]:
         counts[label.casefold()] = counts.get(label.casefold(), 0) + 1
     taken = {label.casefold() for label in wanted.values() if counts[label.casefold()] == 1}
     labels = {}
+    pending: dict[str, Iterator[str]] = {}  # per shared label, the suffixes not yet tried (each tried once)
     for study_id, label in wanted.items():
         if counts[label.casefold()] > 1:
-            label = next(f"{label}{suffix}" for suffix in _suffixes() if f"{label}{suffix}".casefold() not in taken)
+            suffixes = pending.setdefault(label.casefold(), _suffixes())
+            label = next(f"{label}{suffix}" for suffix in suffixes if f"{label}{suffix}".casefold() not in taken)
             taken.add(label.casefold())
         labels[study_id] = label
     return labels
 
 
-def _suffixes() -> Iterable[str]:
-    """a, b, … z, then aa, ab …: as many as a review needs."""
-    letters = [chr(code) for code in range(ord("a"), ord("z") + 1)]
-    yield from letters
-    yield from (first + second for first in letters for second in letters)
+def _suffixes() -> Iterator[str]:
+    """a, b, … z, then aa, ab … zz, then aaa …: as many as a knowledge base needs (thousands of "Wang 2020")."""
+    for length in itertools.count(1):
+        for letters in itertools.product(string.ascii_lowercase, repeat=length):
+            yield "".join(letters)

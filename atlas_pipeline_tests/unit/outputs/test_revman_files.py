@@ -54,6 +54,16 @@ def test_a_suffix_never_gives_a_study_the_name_of_another():
     assert labels["3"] == "Smith 2020a" and sorted(labels.values()) == ["Smith 2020a", "Smith 2020b", "Smith 2020c"]
 
 
+def test_thousands_of_studies_of_one_name_each_get_their_own():
+    """A knowledge base of 100,000 trials holds hundreds of "Wang 2020": past z and zz the suffixes go on (they ran
+    out at 702, and RevMan's files and the forest plots were not written)."""
+    labels = study_labels([_study(str(n), "Wang 2020") for n in range(800)])
+    assert len(set(labels.values())) == 800
+    assert [labels[n] for n in ("0", "25", "26", "701", "702", "799")] == [
+        "Wang 2020a", "Wang 2020z", "Wang 2020aa", "Wang 2020zz", "Wang 2020aaa", "Wang 2020adt",
+    ]  # fmt: skip
+
+
 def test_revmans_encoding_and_no_formula_a_spreadsheet_would_run():
     rows = [{"Study": "Smith 2020", "Arm": '=HYPERLINK("http://x")', "Description": "-2", "Intervention": "a, b"}]
     raw = csv_bytes(STUDY_ARMS_COLUMNS, rows)
