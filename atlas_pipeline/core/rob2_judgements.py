@@ -55,6 +55,10 @@ class DomainJudgement:
     def overridden(self, override: Override | None) -> DomainJudgement:
         if override is not None and not override.reason.strip():
             raise ValueError(f"{self.domain}: a judgement departing from the algorithm needs its reason")
+        if override is not None and self.proposed is None:
+            raise ValueError(
+                f"{self.domain}: answer {', '.join(self.missing)} first: an override departs from a judgement"
+            )
         return replace(self, override=override)
 
 
@@ -73,11 +77,14 @@ class _Reader:
 
 def unanswered(domain: Domain, given: Mapping[str, Answer], applicable: frozenset[str] | None = None) -> list[str]:
     """The questions of ``domain`` asked (given the answers so far) but not answered — 'Not applicable' is no
-    answer to a question whose condition is met."""
+    answer to a question whose condition is met, nor is an answer the question does not offer (3.2 has no 'No
+    information')."""
+    asked = domain.asked(given, applicable)
     return [
-        question
-        for question, asked in domain.asked(given, applicable).items()
-        if asked is not False and given.get(question, NA) == NA
+        question.id
+        for question in domain.questions
+        if asked[question.id] is not False
+        and (given.get(question.id, NA) == NA or given[question.id] not in question.options)
     ]
 
 

@@ -4,6 +4,8 @@ import time
 
 import dagster as dg
 
+from atlas_pipeline.core.redaction import redact
+from atlas_pipeline.core.templates import Template
 from atlas_pipeline.defs.aggregate_inputs import inputs_of_run
 from atlas_pipeline.defs.asset_names import (
     EVALUATION_ASSET_NAME,
@@ -16,12 +18,13 @@ from atlas_pipeline.defs.resources import AtlasResource
 from atlas_pipeline.knowledge.catalog import load_catalog
 from atlas_pipeline.knowledge.duplicate_records import compute_groups, load_fingerprint
 from atlas_pipeline.knowledge.duplicates import Member
-from atlas_pipeline.outputs.agreement_report import agreement_markdown
+from atlas_pipeline.outputs.agreement_report import agreement_markdown, agreement_rows_of
 from atlas_pipeline.outputs.analysis_files import excluded_markdown, read_excluded
 from atlas_pipeline.outputs.completion import quality_table
 from atlas_pipeline.outputs.evaluation import evaluate_gold
 from atlas_pipeline.outputs.export_files import EVALUATION_STEM, EXCLUDED
 from atlas_pipeline.outputs.exports import write_exports
+from atlas_pipeline.outputs.study_parts import Analysis
 from atlas_pipeline.review.study_values import load_choices
 from atlas_pipeline.search.refresh import refresh_candidates
 from atlas_pipeline.store.layout import COMPLETION_PATH, export_path
@@ -165,7 +168,7 @@ def extraction_exports(context: dg.AssetExecutionContext, atlas: AtlasResource) 
             FILES_NOT_WRITTEN: dg.MetadataValue.json(paths.not_written),
             "workbook_sheets_cut": dg.MetadataValue.json({sheet: list(cut) for sheet, cut in paths.cut.items()}),
             "left_out": dg.MetadataValue.md(excluded_markdown(excluded)),
-            "agreement": dg.MetadataValue.md(agreement_markdown(analysis.agreement)),
+            "agreement": dg.MetadataValue.md(_agreement(analysis, template)),
             **{fmt: dg.MetadataValue.path(path) for fmt, path in paths.items()},
         }
     )
@@ -198,6 +201,13 @@ def search_index(context: dg.AssetExecutionContext, atlas: AtlasResource) -> dg.
             "unchanged": report.unchanged,
         }
     )
+
+
+def _agreement(analysis: Analysis, template: Template) -> str:
+    try:
+        return agreement_markdown(agreement_rows_of(analysis.agreement, template))
+    except Exception as error:  # named in the exports' files not written too
+        return f"the agreement report could not be made: {redact(f'{type(error).__name__}: {error}')}"
 
 
 AGGREGATE_ASSETS = [duplicate_groups, task_completion, extraction_exports, search_index]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
@@ -26,21 +27,21 @@ from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.knowledge.catalog import Catalog, load_catalog
 from atlas_pipeline.knowledge.duplicate_records import load_groups
 from atlas_pipeline.knowledge.studies import Report, group_studies, load_links
-from atlas_pipeline.outputs.agreement_report import agreement_rows_of
 from atlas_pipeline.outputs.completion import TaskCompletion, summarise_parts
 from atlas_pipeline.outputs.document_products import (
     DocumentFacts,
     Part,
     assemble,
+    kept_facts,
     make_part,
     part_shard,
-    read_facts,
     read_shard,
     update_shard,
 )
 from atlas_pipeline.outputs.exports import ExportTables
 from atlas_pipeline.outputs.study_parts import (
     Analysis,
+    EntriesError,
     StudyPart,
     analysis_of,
     read_study_shard,
@@ -57,6 +58,7 @@ from atlas_pipeline.review.study_values import StudyChoice
 from atlas_pipeline.search.entries import mark_material, mark_of
 from atlas_pipeline.search.refresh import Candidate
 
+LOG = logging.getLogger("atlas.aggregates")
 STATES_PER_READ = 500  # documents whose states are built at once (what a refresh holds besides the parts)
 
 
@@ -124,6 +126,7 @@ class AggregateInputs:
         if template is None:
             return Analysis()
         agreement = [fact.agreement for key in self.order if (fact := self.facts[key]).agreement is not None]
+        entries_error = ""
         members: dict[str, list[str]] = defaultdict(list)
         for key in self.order:
             members[self.states.study_of.get(key, key)].append(key)
@@ -147,21 +150,29 @@ class AggregateInputs:
             wanted = by_shard[shard]
             changed = [study for study in wanted if study not in kept or kept[study].stamp != stamps[study]]
             made: dict[str, StudyPart] = {}
+            unkept: dict[str, StudyPart] = {}  # made without their entries (they failed): not kept, made again
             for chunk in _chunks(changed, STATES_PER_READ):
                 states = self.states([key for study in chunk for key in members[study]])
                 try:
-                    for study in studies(states, template, choices):
-                        made[study.id] = make_study_part(study, template, stamps[study.id])
+                    found = studies(states, template, choices)
                 except Exception as failure:  # as when made at once: no file made from the studies is written
-                    reason = redact(f"{type(failure).__name__}: {failure}")
-                    return analysis_of([], agreement_rows_of(agreement, template), reason)
+                    return analysis_of([], agreement, redact(f"{type(failure).__name__}: {failure}"))
+                for study in found:
+                    try:
+                        made[study.id] = make_study_part(study, template, stamps[study.id])
+                    except EntriesError as failure:  # the analysis files are not written; the studies export is
+                        entries_error = entries_error or str(failure)
+                        unkept[study.id] = make_study_part(study, template, "", entries=False)
             current = {study: kept[study] for study in wanted if study in kept and study not in changed}
             current.update(made)
             if made or set(kept) != set(current):
-                write_study_shard(store, shard, current)
-            self.studies_made += len(made)
-            parts.extend(current.values())
-        return analysis_of(parts, agreement_rows_of(agreement, template))
+                try:
+                    write_study_shard(store, shard, current)
+                except Exception as failure:  # kept in memory for this refresh; made again by the next
+                    LOG.error("aggregates: study shard %s not written: %s", shard, failure)
+            self.studies_made += len(made) + len(unkept)
+            parts.extend([*current.values(), *unkept.values()])
+        return analysis_of(parts, agreement, entries_error=entries_error)
 
 
 def _chunks(keys: list[str], size: int) -> Iterator[list[str]]:
@@ -193,16 +204,20 @@ def aggregate_inputs(instance: dg.DagsterInstance, deployment: Deployment) -> Ag
     for shard in sorted(by_shard):
         keys = by_shard[shard]
         kept = read_shard(store, shard, template)
-        old = dict(kept.select("key", "stamp").iter_rows()) if kept is not None else {}
-        changed = [key for key in keys if old.get(key) != stamps[key]]
+        old = kept_facts(kept, stamps) if kept is not None else {}
+        changed = [key for key in keys if key not in old]
         parts: list[Part] = []
         for chunk in _chunks(changed, STATES_PER_READ):
             for state in reader(chunk):
-                parts.append(make_part(state, stamps[state.key], template, secrets, mark_material(state)))
-        frame = update_shard(store, shard, kept, parts, set(keys), template)
-        facts.update({key: fact for key, (_, fact) in read_facts(frame).items()})
+                stamp = stamps[state.key]
+                review = state.current_review
+                if review is not None and review.decision_mark != marks.get(state.key, ""):
+                    stamp = ""  # a decision it could not read, or one made since the listing: made again next time
+                parts.append(make_part(state, stamp, template, secrets, mark_material(state)))
+        frames.append(update_shard(store, shard, kept, parts, set(keys), template))
+        facts.update({key: old[key] for key in keys if key in old})
+        facts.update({part.key: part.facts for part in parts})
         made += len(parts)
-        frames.append(frame)
     duplicates = dict(load_groups(store).duplicate_of)
     reports = [Report(key, facts[key].identifiers, duplicates[key][0] if key in duplicates else "") for key in order]
     reader.study_of = group_studies(reports, load_links(store))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -46,6 +46,7 @@ LOG = logging.getLogger("atlas.aggregates")
 
 PARTS_FOLDER = f"{AGGREGATES}/documents"
 DOCUMENTS_TABLE, FIELDS_TABLE, APPROVED_TABLE = "documents", "fields", "approved"
+AGREEMENT_TABLE = "agreement"  # not a table of rows: its failures are named like one
 CROSS_DOCUMENT = ("study_id", "duplicate_of", "duplicate_evidence")  # decided by other documents: filled on assembly
 
 
@@ -114,17 +115,32 @@ class Part:
 def make_part(
     state: DocumentState, stamp: str, template: Template | None, secrets: list[str], material: list[str]
 ) -> Part:
-    """A document's part from its state (``material``: its search mark's material, from ``search.entries``)."""
+    """A document's part from its state (``material``: its search mark's material, from ``search.entries``). What
+    cannot be made of it (a value no writer foresaw) is named in its facts and left out: its table is then not
+    written, as when the tables are made from the states at once; nothing else is held back."""
+    failed: dict[str, str] = {}
+
+    def made(table: str, rows: Callable[[], list[dict]]) -> list[dict]:
+        try:
+            return [redact_value(row, secrets) for row in rows()]
+        except Exception as error:
+            failed[table] = redact(f"{state.key}: {type(error).__name__}: {error}")[:500]
+            LOG.error("%s: its rows of %s not made: %s", state.key, table, failed[table])
+            return []
+
     blank = {name: None for name in CROSS_DOCUMENT}
-    document = {**document_row(state), **blank}
-    fields = [{**row, "study_id": None} for row in document_field_rows(state)]
     rows = {
-        DOCUMENTS_TABLE: [redact_value(document, secrets)],
-        FIELDS_TABLE: [redact_value(row, secrets) for row in fields],
-        APPROVED_TABLE: [redact_value(row, secrets) for row in approved_rows(state, template)],
+        DOCUMENTS_TABLE: made(DOCUMENTS_TABLE, lambda: [{**document_row(state), **blank}]),
+        FIELDS_TABLE: made(FIELDS_TABLE, lambda: [{**row, "study_id": None} for row in document_field_rows(state)]),
+        APPROVED_TABLE: made(APPROVED_TABLE, lambda: approved_rows(state, template)),
     }
     for group in template.groups if template else []:
-        rows[group_table(group.name)] = [redact_value(row, secrets) for row in group_rows(state, group)]
+        rows[group_table(group.name)] = made(group_table(group.name), lambda group=group: group_rows(state, group))
+    try:
+        agreement = agreement_inputs(state, template) if template else None
+    except Exception as error:
+        failed[AGREEMENT_TABLE] = redact(f"{state.key}: {type(error).__name__}: {error}")[:500]
+        agreement = None
     record, parse = state.extraction, state.parse
     facts = DocumentFacts(
         completion=completion_part(state),
@@ -133,27 +149,33 @@ def make_part(
         identifiers=record.identifiers if record else {},
         extracted=record is not None,
         skip_mode=record is None or record.mode == "skip",
-        agreement=agreement_inputs(state, template) if template else None,
+        failed_tables=failed,
+        agreement=agreement,
     )
-    return Part(state.key, stamp, facts, rows)
+    return _fitted(Part(state.key, stamp, facts, rows), template)
+
+
+def _fitted(part: Part, template: Template | None) -> Part:
+    """The part with each table whose columns its rows do not fit emptied and named (checked as a flat table is:
+    a nested column would take a wrong value in silently, as null or as other text)."""
+    failed = dict(part.facts.failed_tables)
+    rows = dict(part.rows)
+    for table, columns in table_schemas(template).items():
+        try:
+            pl.DataFrame(rows.get(table, []), schema=columns, orient="row")
+        except Exception as error:
+            failed[table] = redact(f"{part.key}: {type(error).__name__}: {error}")[:500]
+            rows[table] = []
+            LOG.error("%s: its rows of %s not written: %s", part.key, table, failed[table])
+    if failed == part.facts.failed_tables:
+        return part
+    return Part(part.key, part.stamp, part.facts.model_copy(update={"failed_tables": failed}), rows)
 
 
 def parts_frame(parts: list[Part], template: Template | None) -> pl.DataFrame:
-    """The parts as a shard's rows; a part whose rows do not fit a table's columns gives that table no rows and
-    names why in its facts (the table is then not written, as when it is made from the states at once)."""
-    schema = part_schema(template)
+    """The parts as a shard's rows (each fitted to its tables' columns by ``make_part``)."""
     tables = list(table_schemas(template))
-    try:
-        return pl.DataFrame([_row(part, tables) for part in parts], schema=schema, orient="row")
-    except Exception:  # one part that does not fit: find it, keep the others
-        frames = []
-        for part in parts:
-            try:
-                frames.append(pl.DataFrame([_row(part, tables)], schema=schema, orient="row"))
-            except Exception:
-                alone = _isolated(part, tables, schema)
-                frames.append(pl.DataFrame([_row(alone, tables)], schema=schema, orient="row"))
-        return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    return pl.DataFrame([_row(part, tables) for part in parts], schema=part_schema(template), orient="row")
 
 
 def _row(part: Part, tables: list[str]) -> dict:
@@ -163,20 +185,6 @@ def _row(part: Part, tables: list[str]) -> dict:
         "facts": part.facts.model_dump_json(),
         **{table: part.rows.get(table, []) for table in tables},
     }
-
-
-def _isolated(part: Part, tables: list[str], schema: Mapping[str, pl.DataType]) -> Part:
-    """The part with each table its rows do not fit emptied, and the reason kept."""
-    failed = dict(part.facts.failed_tables)
-    rows = dict(part.rows)
-    for table in tables:
-        try:
-            pl.DataFrame({table: [part.rows.get(table, [])]}, schema={table: schema[table]})
-        except Exception as error:
-            failed[table] = redact(f"{part.key}: {type(error).__name__}: {error}")[:500]
-            rows[table] = []
-            LOG.error("%s: its rows of %s not written: %s", part.key, table, failed[table])
-    return Part(part.key, part.stamp, part.facts.model_copy(update={"failed_tables": failed}), rows)
 
 
 def read_shard(store: Store, shard: str, template: Template | None) -> pl.DataFrame | None:
@@ -215,7 +223,10 @@ def update_shard(
     old = kept.filter(pl.col("key").is_in(known - replaced)) if kept is not None else None
     frame = pl.concat([old, fresh]) if old is not None else fresh
     if made or kept is None or (old is not None and old.height != kept.height):
-        write_shard(store, shard, frame)
+        try:
+            write_shard(store, shard, frame)
+        except Exception as error:  # the parts serve this refresh from memory; the next makes them again
+            LOG.error("aggregates: shard %s not written: %s", shard, error)
     return frame
 
 
@@ -272,9 +283,13 @@ def assemble(
     )
 
 
-def read_facts(frame: pl.DataFrame) -> dict[str, tuple[str, DocumentFacts]]:
-    """Per document of a shard, the stamp its part was made at and its facts."""
-    return {
-        key: (stamp, DocumentFacts.model_validate_json(facts))
-        for key, stamp, facts in frame.select("key", "stamp", "facts").iter_rows()
-    }
+def kept_facts(frame: pl.DataFrame, stamps: Mapping[str, str]) -> dict[str, DocumentFacts]:
+    """The facts of a shard's parts still current (made at today's stamp) and readable; the others are made again."""
+    found = {}
+    for key, stamp, facts in frame.select("key", "stamp", "facts").iter_rows():
+        if stamp and stamps.get(key) == stamp:
+            try:
+                found[key] = DocumentFacts.model_validate_json(facts)
+            except ValueError as error:  # written by a part that cannot be read back: made again
+                LOG.warning("aggregates: %s: its part cannot be read (%s): made again", key, error)
+    return found

@@ -16,7 +16,7 @@ import polars as pl
 
 from atlas_pipeline.core.redaction import redact, redact_value, secret_values
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_parts, entry_in_range
-from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA
+from atlas_pipeline.outputs.agreement_report import AGREEMENT_SCHEMA, agreement_rows_of
 from atlas_pipeline.outputs.analysis_files import (
     ARMS_SCHEMA,
     arm_rows,
@@ -624,6 +624,7 @@ def write_exports(
                 written.not_written[export_path(stem, fmt)] = tables.not_made[name]
         return frame
 
+    not_made = tables.not_made
     documents = table(EXPORT_STEM, "documents", tables.documents)
     fields = table(FIELDS_STEM, "fields", tables.fields)
     approved = table(APPROVED_STEM, "approved", tables.approved)
@@ -659,6 +660,9 @@ def write_exports(
         ),
     )
     outcomes = groups.get("outcomes", pl.DataFrame(schema={"document_key": pl.String, "entry": pl.Int64}))
+    if analysis.entries_error and not analysis.error:  # the studies' entries could not be made: the files made
+        LOG.error("exports %s not made: %s", ", ".join(analysed), analysis.entries_error)  # from them are not written
+        written.not_written.update(dict.fromkeys(analysed, analysis.entries_error[:500]))
     entries, excluded = analysis.entries, analysis.excluded
     arms_table = made(ARMS_STEM, lambda: clean(pl.DataFrame(arm_rows(entries), schema=ARMS_SCHEMA)), ARMS_SCHEMA)
     tables = (
@@ -709,8 +713,11 @@ def write_exports(
         put("review_quality_csv", export_path(QUALITY_STEM, "csv"), lambda: _encode(quality, "csv"))
 
     def agreement() -> bytes:
-        rows = analysis.agreement if template else []
+        rows = agreement_rows_of(analysis.agreement, template) if template else []
         return _encode(pl.DataFrame(rows, schema=AGREEMENT_SCHEMA), "csv")
 
-    put("agreement_csv", export_path(AGREEMENT_STEM, "csv"), agreement)
+    if "agreement" in not_made:
+        written.not_written[export_path(AGREEMENT_STEM, "csv")] = not_made["agreement"]
+    else:
+        put("agreement_csv", export_path(AGREEMENT_STEM, "csv"), agreement)
     return written

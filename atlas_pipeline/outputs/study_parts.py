@@ -22,7 +22,7 @@ from pydantic import BaseModel, TypeAdapter
 from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
-from atlas_pipeline.outputs.agreement_report import agreement_rows
+from atlas_pipeline.outputs.agreement_report import AgreementInputs, agreement_inputs
 from atlas_pipeline.outputs.analysis_files import Entry, Excluded, study_entries
 from atlas_pipeline.outputs.study_report import Study, studies, studies_frame
 from atlas_pipeline.read_model.document_state import DocumentState
@@ -93,14 +93,24 @@ class StudyPart(BaseModel):
 _SHARD = TypeAdapter(dict[str, StudyPart])
 
 
-def make_part(study: Study, template: Template, stamp: str) -> StudyPart:
-    entries, excluded = study_entries([study], template)
+class EntriesError(Exception):
+    """A study's entries could not be made (a value no reader foresaw): the analysis files are not written, the
+    studies export is."""
+
+
+def make_part(study: Study, template: Template, stamp: str, entries: bool = True) -> StudyPart:
+    """The study's part (``entries``: False leaves its entries out — when they cannot be made)."""
+    rows = studies_frame([study]).rows(named=True)
+    try:
+        entries, excluded = study_entries([study], template) if entries else ([], [])
+    except Exception as error:
+        raise EntriesError(redact(f"{type(error).__name__}: {error}")) from error
     return StudyPart(
         id=study.id,
         stamp=stamp,
         values=study.values,
         reports=[report_of(report) for report in study.reports],
-        rows=studies_frame([study]).rows(named=True),
+        rows=rows,
         entries=entries,
         excluded=excluded,
     )
@@ -141,11 +151,14 @@ class Analysis:
     entries: list[Entry] = field(default_factory=list)
     excluded: list[Excluded] = field(default_factory=list)
     study_rows: list[dict[str, Any]] = field(default_factory=list)
-    agreement: list[dict[str, Any]] = field(default_factory=list)
+    agreement: list[AgreementInputs] = field(default_factory=list)  # each extracted document's part of the report
     error: str = ""  # why the studies could not be made: the studies and analysis files are then not written
+    entries_error: str = ""  # why their entries could not be: the analysis files are then not written
 
 
-def analysis_of(parts: Sequence[StudyPart], agreement: list[dict[str, Any]], error: str = "") -> Analysis:
+def analysis_of(
+    parts: Sequence[StudyPart], agreement: list[AgreementInputs], error: str = "", entries_error: str = ""
+) -> Analysis:
     """The analysis from every study's part, in the order ``studies`` gives them."""
     ordered = sorted(parts, key=lambda part: (-len(part.reports), part.id))
     entries = [entry for part in ordered for entry in part.entries]
@@ -157,6 +170,7 @@ def analysis_of(parts: Sequence[StudyPart], agreement: list[dict[str, Any]], err
         study_rows=[row for part in ordered for row in part.rows],
         agreement=agreement,
         error=error,
+        entries_error=entries_error,
     )
 
 
@@ -166,9 +180,14 @@ def analysis_from_states(
     """The analysis made from the states at once (what a refresh assembles from the parts)."""
     if template is None:
         return Analysis()
+    agreement = [found for state in states if (found := agreement_inputs(state, template)) is not None]
     try:
         found = studies(states, template, choices)
-        parts = [make_part(study, template, "") for study in found]
     except Exception as error:
-        return Analysis(agreement=agreement_rows(states, template), error=redact(f"{type(error).__name__}: {error}"))
-    return analysis_of(parts, agreement_rows(states, template))
+        return Analysis(agreement=agreement, error=redact(f"{type(error).__name__}: {error}"))
+    try:
+        parts = [make_part(study, template, "") for study in found]
+    except EntriesError as error:
+        parts = [make_part(study, template, "", entries=False) for study in found]
+        return analysis_of(parts, agreement, entries_error=str(error))
+    return analysis_of(parts, agreement)

@@ -2,8 +2,10 @@
 only when what its state is built from changes (its records, decisions, run, source, the settings) — and the tables
 assembled from the parts are exactly those made from every document's state at once."""
 
+import io
 import shutil
 
+import polars as pl
 from polars.testing import assert_frame_equal
 
 from atlas_pipeline.defs.aggregate_inputs import aggregate_inputs
@@ -124,3 +126,44 @@ def test_only_what_changed_is_read_again_and_the_tables_are_those_of_every_state
     shutil.rmtree(atlas.store().path("aggregates/documents"))
     rebuilt = _same_as_from_every_state(instance, atlas)
     assert rebuilt.made == len(keys)
+
+
+def test_a_part_that_cannot_be_trusted_is_made_again_and_one_that_cannot_be_made_holds_back_its_table_alone(
+    run, llm_server, instance, monkeypatch
+):
+    llm_server.script(default={"content": answer(outcomes=[DURATION, FECAL])})
+    run()
+    atlas, store = run.atlas, run.atlas.store()
+    assert aggregate_inputs(instance, atlas).made == 1 and aggregate_inputs(instance, atlas).made == 0
+
+    # a decision file that cannot be read: the review merged without it is never kept as current
+    store.write_bytes(f"reviews/decisions/{KEY}/20260101T000000Z-damaged.json", b"{not json")
+    assert [aggregate_inputs(instance, atlas).made for _ in range(2)] == [1, 1]
+    store.delete(f"reviews/decisions/{KEY}/20260101T000000Z-damaged.json")
+    assert [aggregate_inputs(instance, atlas).made for _ in range(2)] == [1, 0]
+
+    # a kept part that cannot be read back is made again
+    shard = next(path for path in store.files("aggregates/documents"))
+    frame = pl.read_parquet(io.BytesIO(store.read_bytes(shard)))
+    store.write_bytes(shard, _parquet(frame.with_columns(pl.lit("{broken").alias("facts"))))
+    assert aggregate_inputs(instance, atlas).made == 1
+
+    # rows that do not fit their table's columns (a list where text goes): that table alone is held back, named
+    from atlas_pipeline.outputs import document_products
+
+    monkeypatch.setattr(document_products, "approved_rows", lambda state, template: [{"document_key": ["a", "b"]}])
+    shutil.rmtree(store.path("aggregates/documents"))
+    inputs = aggregate_inputs(instance, atlas)
+    assert "approved" in inputs.tables.not_made and inputs.tables.approved.is_empty()
+    assert inputs.tables.fields.height > 30  # the others are whole
+    template = atlas.load_template()
+    written = write_exports(atlas.exports_store(), inputs.tables, inputs.analysis(template, {}), inputs.completion())
+    approved = {"atlas_approved.csv", "atlas_approved.parquet", "atlas_approved.jsonl"}
+    assert set(written.not_written) == approved | {"atlas_documents.xlsx"}  # a workbook is whole or not written
+    assert KEY in written.not_written["atlas_approved.csv"] and "fields_csv" in written
+
+
+def _parquet(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    return buffer.getvalue()

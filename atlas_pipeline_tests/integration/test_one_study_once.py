@@ -193,20 +193,26 @@ def test_the_pdf_the_jats_and_two_reviewers_entries_give_the_trial_once(
     def broken_rows(*_):
         raise ValueError("cannot compare")
 
-    monkeypatch.setattr(export_module, "agreement_rows", broken_rows)
+    monkeypatch.setattr(export_module, "agreement_rows_of", broken_rows)
     os.remove(exports.path("atlas_fields.csv"))  # written again: every file but the one that fails
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     exported = instance.get_latest_materialization_event(dg.AssetKey("extraction_exports")).asset_materialization
     assert exported.metadata["files_not_written"].value == {"atlas_agreement.csv": "ValueError: cannot compare"}
     assert exports.exists("atlas_fields.csv") and exports.exists("atlas_escalc_continuous.csv")
-    # the analysis itself failing (a value no reader foresaw): its files named, the rest written
-    monkeypatch.setattr(export_module, "study_entries", broken_rows)
+    # the analysis itself failing (a value no reader foresaw) when the study is made again: its files named, the
+    # rest written — the studies export too — and the study not kept, so it is made again at the next refresh
+    from atlas_pipeline.outputs import study_parts
+
+    monkeypatch.setattr(study_parts, "study_entries", broken_rows)
+    shutil.rmtree(atlas.store().path("aggregates/studies"))  # (the study's kept part would be read as it is)
     assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
     exported = instance.get_latest_materialization_event(dg.AssetKey("extraction_exports")).asset_materialization
     not_written = exported.metadata["files_not_written"].value
     for name in ("atlas_escalc_continuous.csv", "atlas_arms.parquet", "atlas_revman_study_results.csv"):
         assert not_written[name] == "ValueError: cannot compare", not_written
     assert "atlas_fields.csv" not in not_written and "atlas_documents.xlsx" not in not_written
+    assert "atlas_studies.csv" not in not_written
+    assert not atlas.store().exists("aggregates/studies") or not atlas.store().files("aggregates/studies")
 
 
 def _forge(atlas, key: str, decision) -> None:

@@ -168,6 +168,11 @@ def test_nothing_is_judged_while_an_answer_it_needs_is_missing():
     # a conditional question whose condition is met: 'Not applicable' is no answer
     asked = judge_domain(D3, {"3.1": Answer.NO, "3.2": Answer.NOT_APPLICABLE})
     assert asked.proposed is None and asked.missing == ("3.2",)
+    # an answer the question does not offer is no answer (3.2 offers no 'No information')
+    offered = judge_domain(D3, {"3.1": Answer.NO, "3.2": Answer.NO_INFORMATION})
+    assert offered.proposed is None and offered.missing == ("3.2",)
+    with pytest.raises(ValueError, match=r"answer 3\.2 first"):
+        offered.overridden(Override(HIGH, "the authors lost half the children"))
     # its answers past an unmet condition are ignored, not judged on
     ignored = judge_domain(D3, {"3.1": Answer.YES, "3.2": Answer.NO, "3.3": Answer.YES, "3.4": Answer.YES})
     assert ignored.proposed == LOW and ignored.path == ("3.1=Y",)
