@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from atlas_pipeline.core.errors import AtlasError
 from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
@@ -93,7 +94,7 @@ class StudyPart(BaseModel):
 _SHARD = TypeAdapter(dict[str, StudyPart])
 
 
-class EntriesError(Exception):
+class EntriesError(AtlasError, ValueError):
     """A study's entries could not be made (a value no reader foresaw): the analysis files are not written, the
     studies export is."""
 
