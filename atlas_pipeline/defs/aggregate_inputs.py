@@ -34,7 +34,6 @@ from atlas_pipeline.outputs.document_products import (
     assemble,
     kept_facts,
     make_part,
-    part_shard,
     read_shard,
     update_shard,
 )
@@ -45,7 +44,6 @@ from atlas_pipeline.outputs.study_parts import (
     StudyPart,
     analysis_of,
     read_study_shard,
-    study_shard,
     study_stamp,
     write_study_shard,
 )
@@ -55,8 +53,9 @@ from atlas_pipeline.read_model.document_stamps import document_stamps, record_ve
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.review.study_values import StudyChoice
-from atlas_pipeline.search.entries import mark_material, mark_of
+from atlas_pipeline.search.entries import indexable, mark_material, mark_of
 from atlas_pipeline.search.refresh import Candidate
+from atlas_pipeline.store.layout import shard_of
 
 LOG = logging.getLogger("atlas.aggregates")
 STATES_PER_READ = 500  # documents whose states are built at once (what a refresh holds besides the parts)
@@ -143,7 +142,7 @@ class AggregateInputs:
         store = self.states.deployment.store()
         by_shard: dict[str, list[str]] = defaultdict(list)
         for study in stamps:
-            by_shard[study_shard(study)].append(study)
+            by_shard[shard_of(study)].append(study)
         parts: list[StudyPart] = []
         for shard in sorted(by_shard):
             kept = read_study_shard(store, shard)
@@ -198,7 +197,7 @@ def aggregate_inputs(instance: dg.DagsterInstance, deployment: Deployment) -> Ag
     reader = StateReader(instance, deployment, catalog, partitions, marks, {})
     by_shard: dict[str, list[str]] = defaultdict(list)
     for key in order:
-        by_shard[part_shard(key)].append(key)
+        by_shard[shard_of(key)].append(key)
     facts: dict[str, DocumentFacts] = {}
     frames, made = [], 0
     for shard in sorted(by_shard):
@@ -213,7 +212,7 @@ def aggregate_inputs(instance: dg.DagsterInstance, deployment: Deployment) -> Ag
                 review = state.current_review
                 if review is not None and review.decision_mark != marks.get(state.key, ""):
                     stamp = ""  # a decision it could not read, or one made since the listing: made again next time
-                parts.append(make_part(state, stamp, template, secrets, mark_material(state)))
+                parts.append(make_part(state, stamp, template, secrets, mark_material(state), indexable(state)))
         frames.append(update_shard(store, shard, kept, parts, set(keys), template))
         facts.update({key: old[key] for key in keys if key in old})
         facts.update({part.key: part.facts for part in parts})

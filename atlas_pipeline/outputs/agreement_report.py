@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.grading.agreement import KAPPA_KINDS, ValueAgreement, agreement_statistics, cohen_kappa, same_value
 from atlas_pipeline.read_model.document_state import DocumentState
+from atlas_pipeline.review.quality import PERSON_DECIDED
 
-PERSON_DECIDED = frozenset({"reviewer_approved", "reviewer_corrected", "reviewer_added", "rejected"})
 AGREEMENT_SCHEMA = {
     "field": pl.String,
     "models_compared": pl.Int64,

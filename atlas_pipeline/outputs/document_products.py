@@ -13,7 +13,6 @@ part and filled in when the tables are assembled.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -48,10 +47,6 @@ PARTS_FOLDER = f"{AGGREGATES}/documents"
 DOCUMENTS_TABLE, FIELDS_TABLE, APPROVED_TABLE = "documents", "fields", "approved"
 AGREEMENT_TABLE = "agreement"  # not a table of rows: its failures are named like one
 CROSS_DOCUMENT = ("study_id", "duplicate_of", "duplicate_evidence")  # decided by other documents: filled on assembly
-
-
-def part_shard(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:2]
 
 
 def shard_path(shard: str) -> str:
@@ -113,9 +108,15 @@ class Part:
 
 
 def make_part(
-    state: DocumentState, stamp: str, template: Template | None, secrets: list[str], material: list[str]
+    state: DocumentState,
+    stamp: str,
+    template: Template | None,
+    secrets: list[str],
+    material: list[str],
+    indexable: bool,
 ) -> Part:
-    """A document's part from its state (``material``: its search mark's material, from ``search.entries``). What
+    """A document's part from its state (``material``: its search mark's material, ``indexable``: whether it has a
+    text to search — both from ``search.entries``). What
     cannot be made of it (a value no writer foresaw) is named in its facts and left out: its table is then not
     written, as when the tables are made from the states at once; nothing else is held back."""
     failed: dict[str, str] = {}
@@ -141,10 +142,10 @@ def make_part(
     except Exception as error:
         failed[AGREEMENT_TABLE] = redact(f"{state.key}: {type(error).__name__}: {error}")[:500]
         agreement = None
-    record, parse = state.extraction, state.parse
+    record = state.extraction
     facts = DocumentFacts(
         completion=completion_part(state),
-        indexable=not state.source_removed and parse is not None and not parse.problem and bool(parse.text_path),
+        indexable=indexable,
         search_material=material,
         identifiers=record.identifiers if record else {},
         extracted=record is not None,

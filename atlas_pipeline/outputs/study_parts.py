@@ -125,10 +125,6 @@ def study_stamp(
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def study_shard(study_id: str) -> str:
-    return hashlib.sha256(study_id.encode()).hexdigest()[:2]
-
-
 def read_study_shard(store: Store, shard: str) -> dict[str, StudyPart]:
     """A shard's study parts ({} when there is none or it cannot be read: its studies are made again)."""
     try:

@@ -116,10 +116,15 @@ def import_report_path(stamp: str, sha256: str) -> str:
     return f"{IMPORTS}/{stamp}-{sha256[:16]}.json"
 
 
+def shard_of(key: str) -> str:
+    """Which of 256 shards holds what is kept per key (catalog entries, the aggregates' parts): two hex digits."""
+    return hashlib.sha256(key.encode()).hexdigest()[:2]
+
+
 def catalog_shard_path(key: str) -> str:
     """The shard holding a document's catalog entry: a scan rewrites only the shards of the entries it changed (the
     first scan of 100,000 documents writes 256 files, not 100,000), a run reads one."""
-    return f"{CATALOG_SHARDS}/{hashlib.sha256(key.encode()).hexdigest()[:2]}.json"
+    return f"{CATALOG_SHARDS}/{shard_of(key)}.json"
 
 
 def llm_cache_path(request_key: str) -> str:
