@@ -29,6 +29,7 @@ from atlas_pipeline.config.settings import (
     load_settings,
     settings_environment,
 )
+from atlas_pipeline.core.rob2_module import rob2_module
 from atlas_pipeline.core.templates import Template, assemble_template, load_template
 from atlas_pipeline.extraction.prices import PriceTable, load_prices, price_file
 from atlas_pipeline.extraction.rules import Rule, load_rule
@@ -259,7 +260,8 @@ class Deployment:
 
     def _template_of(self, rule: Rule) -> Template:
         templates = Path(self.settings.project.seeds_dir) / "templates"
-        return assemble_template(load_template(templates, rule.template), rule.custom_fields)
+        assessment = rob2_module(rule.rob2) if rule.rob2 else None
+        return assemble_template(load_template(templates, rule.template), rule.custom_fields, assessment)
 
     def extraction_setup(self) -> ExtractionSetup:
         """The rule, template and mode read once, with the version computed from these very ones: an extraction is

@@ -55,6 +55,9 @@ class TemplateField(BaseModel):
     detail: bool = Field(
         False, description="a value most entries leave empty (an input of a derivation): the grid shows it on demand"
     )
+    by_person: bool = Field(
+        False, description="a value only a person gives (an override of a judgement, with its reason): never asked"
+    )
 
     @property
     def kind(self) -> ValueKind:
@@ -101,6 +104,9 @@ class TemplateModule(BaseModel):
     identity: list[str] = Field(default_factory=list)
     max_entries: int = Field(30, ge=1, le=500)
     derivations: list[DerivationRule] = Field(default_factory=list)
+    # a RoB 2 assessment (``core.rob2_module``): its answers are asked domain by domain, per result, and judged by
+    # the guidance's algorithms; the value is the effect its domain 2 assesses
+    rob2: Literal["assignment", "adhering"] | None = None
 
     def field_definition(self, name: str) -> TemplateField | None:
         return next((field for field in self.fields if field.name == name), None)
@@ -168,6 +174,21 @@ class Template(BaseModel):
         """The repeating modules."""
         return [module for module in self.modules if module.repeating]
 
+    @property
+    def rob2(self) -> TemplateModule | None:
+        """The RoB 2 assessment module, if the template has one."""
+        return next((module for module in self.modules if module.rob2), None)
+
+    def asked_at_once(self) -> Template:
+        """What one extraction request asks for: every module but a RoB 2 assessment (asked domain by domain,
+        ``extraction.rob2_proposal``) and without the fields only a person gives."""
+        modules = [
+            module.model_copy(update={"fields": [field for field in module.fields if not field.by_person]})
+            for module in self.modules
+            if not module.rob2
+        ]
+        return self.model_copy(update={"modules": [module for module in modules if module.fields]})
+
     def identity_for(self, name: str) -> list[str]:
         """The identity fields of the group an entry field (``outcomes[2].x``) belongs to; [] for a single field."""
         group = entry_field_parts(name)[0]
@@ -198,6 +219,12 @@ class Template(BaseModel):
     def content_hash(self) -> str:
         # derivation rules say how to compute a missing value after extraction: not part of what is extracted
         extracted = self.model_dump(mode="json", exclude={"modules": {"__all__": {"derivations"}}})
+        for module in extracted["modules"]:  # keys added later, left out while unset: a template's hash stays
+            if module.get("rob2") is None:
+                module.pop("rob2", None)
+            for item in module["fields"]:
+                if not item.get("by_person"):
+                    item.pop("by_person", None)
         canonical = json.dumps(extracted, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
@@ -234,8 +261,15 @@ class CustomField(BaseModel):
     enum: list[str] | None = None
 
 
-def assemble_template(template: Template, custom_fields: list[CustomField]) -> Template:
-    """The template a project extracts with: the base modules plus a ``custom`` module of its own fields."""
+def assemble_template(
+    template: Template, custom_fields: list[CustomField], assessment: TemplateModule | None = None
+) -> Template:
+    """The template a project extracts with: the base modules plus a ``custom`` module of its own fields, and a RoB 2
+    assessment per result when the rule asks for one (``assessment``: ``core.rob2_module.rob2_module``)."""
+    if assessment is not None:
+        if template.rob2 is not None or any(module.name == assessment.name for module in template.modules):
+            raise TemplateError(f"template {template.code!r} has a module named {assessment.name} already")
+        template = template.model_copy(update={"modules": [*template.modules, assessment]})
     if not custom_fields:
         return template
     taken = {field.name for module in template.modules for field in module.fields}

@@ -26,6 +26,7 @@ from atlas_pipeline.extraction.llm.client import LLMClient
 from atlas_pipeline.extraction.llm.errors import LLMAnswerCutError, LLMError, LLMQueuedError
 from atlas_pipeline.extraction.llm.usage import Usage
 from atlas_pipeline.extraction.prompt import PromptSources, build_messages, neutralise
+from atlas_pipeline.extraction.rob2_proposal import propose_rob2
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.extraction.schema import answer_model, json_schema
 from atlas_pipeline.grading.consistency import Violation
@@ -388,7 +389,9 @@ def extract_with_llm(
     sources: PromptSources | None = None,
 ) -> ExtractionOutcome:
     """Run the rule's strategy and grade every field against the markdown and the tables (``sources``: who made
-    them, as the prompt names them)."""
+    them, as the prompt names them); a RoB 2 assessment is then proposed per result, domain by domain
+    (``extraction.rob2_proposal``)."""
+    whole, template = template, template.asked_at_once()
     scope = EvidenceScope(markdown, tables)
     strategy, askers = plan_requests(client, rule, markdown, tables, sources)
     candidates: dict[str, list[tuple[int, FieldResult]]] = {f.name: [] for f in template.fields}
@@ -439,6 +442,15 @@ def extract_with_llm(
         reason += f"; {group_name}: {extra} more entries given than its cap of {cap} (left out)"
     if answer_parts:
         reason += f"; the answer did not fit in one request ({client.config.max_tokens} tokens): asked in parts"
+    if whole.rob2 is not None:  # the status says what the data extraction found; RoB 2's answers are a person's
+        try:
+            proposal = propose_rob2(client, whole, fields, rule, markdown, tables, sources)
+        except LLMError as error:  # queued at a Batch API: the document waits like for any answer
+            usage.add(error.usage)
+            raise error.costing(usage) from None
+        usage.add(proposal.usage)
+        fields.update(proposal.fields)
+        reason += f"; {proposal.reason}"
     return ExtractionOutcome(
         fields=fields,
         usage=usage,

@@ -21,6 +21,9 @@ class Rule(BaseModel):
     max_chunks: int = Field(8, ge=1)
     custom_fields: list[CustomField] = Field(default_factory=list)
     custom_instructions: str = ""
+    # RoB 2 per result (``core.rob2_module``): the effect its domain 2 assesses — "assignment" (intention to treat)
+    # or "adhering" (per protocol); none: not assessed
+    rob2: Literal["assignment", "adhering"] | None = None
 
 
 def load_rule(rules_dir: Path, name: str) -> Rule:

@@ -49,6 +49,16 @@ REVMAN = {
 EXCLUDED = ExportFile("atlas_analysis_excluded", ("csv",), "values left out of the analysis files, with the reason")
 QUALITY = ExportFile("atlas_review_quality", ("csv",), "how often reviewers kept the model's value, per field and tier")
 AGREEMENT = ExportFile("atlas_agreement", ("csv",), "agreement per field (model A vs B, model vs person, reviewers)")
+ROB2 = {
+    part: ExportFile(stem, (fmt,), holds, always=False)  # written when the rule assesses RoB 2
+    for part, stem, fmt, holds in (
+        ("table", "atlas_rob2", "csv", "RoB 2 per study × result: answers, judgements, overrides with reasons"),
+        ("revman", "atlas_revman_rob2", "csv", "RevMan: RoB 2 judgement and support per domain, a row per result"),
+        ("robvis", "atlas_robvis_rob2", "csv", "robvis's RoB 2 input: Study, D1–D5, Overall, Weight"),
+        ("traffic_light", "atlas_rob2_traffic_light", "svg", "RoB 2 traffic-light plot: a row per result"),
+        ("summary", "atlas_rob2_summary", "svg", "RoB 2 summary plot: each domain's judgements in shares"),
+    )
+}
 EVALUATION = ExportFile("atlas_evaluation", ("md",), "accuracy against the gold file (ATLAS_GOLD)", always=False)
 FOREST_FOLDER = "forest_plots"  # beside the exports: one <outcome>_<measure>.svg per plot
 
@@ -64,6 +74,7 @@ EXPORTS = (
     EXCLUDED,
     QUALITY,
     AGREEMENT,
+    *ROB2.values(),
     EVALUATION,
 )
 

@@ -38,10 +38,15 @@ from atlas_pipeline.outputs.export_files import (
     OUTCOMES_STEM,
     QUALITY_STEM,
     REVMAN_STEMS,
+    ROB2,
     STUDIES_STEM,
 )
-from atlas_pipeline.outputs.forest_plots import forest_plots, forest_svg
-from atlas_pipeline.outputs.revman_files import revman_files
+from atlas_pipeline.outputs.forest_plots import forest_plots, forest_svg, risk_of_bias_by_result
+from atlas_pipeline.outputs.revman_files import csv_bytes, revman_files
+from atlas_pipeline.outputs.rob2_files import REVMAN_COLUMNS as REVMAN_ROB2_COLUMNS
+from atlas_pipeline.outputs.rob2_files import ROBVIS_COLUMNS, robvis_rows, summary_svg, traffic_light_svg
+from atlas_pipeline.outputs.rob2_files import atlas_frame as atlas_rob2_frame
+from atlas_pipeline.outputs.rob2_files import revman_rows as rob2_revman_rows
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_parts import Analysis
 from atlas_pipeline.outputs.study_report import STUDY_SCHEMA
@@ -696,8 +701,13 @@ def write_exports(
         lambda: _encode(clean(excluded_frame(excluded)), "csv"),
     )
     plots = lenient([FOREST_FOLDER], lambda: forest_plots(escalc, study_labels(found)), None)
+    judged = risk_of_bias_by_result(analysis.rob2)
     for plot in plots or []:
-        put(f"forest_{plot.slug}", f"{FOREST_FOLDER}/{plot.slug}.svg", lambda plot=plot: forest_svg(plot).encode())
+        put(
+            f"forest_{plot.slug}",
+            f"{FOREST_FOLDER}/{plot.slug}.svg",
+            lambda plot=plot: forest_svg(plot, rob2=judged).encode(),
+        )
     try:
         revman = revman_files(found, template, entries, escalc, secrets)
     except Exception as error:  # RevMan's files are one piece: named as not written, the others still are
@@ -706,6 +716,8 @@ def write_exports(
             written.not_written[export_path(stem, "csv")] = redact(f"{type(error).__name__}: {error}")[:500]
     for stem, content in revman.items():
         put(stem.removeprefix("atlas_"), export_path(stem, "csv"), lambda content=content: content)
+    if template is not None and template.rob2 is not None:
+        _write_rob2(analysis, study_labels(found), secrets, put, lenient, written)
     for stale in set(store.files(FOREST_FOLDER)) - {f"{FOREST_FOLDER}/{plot.slug}.svg" for plot in plots or []}:
         if plots is not None:  # plots that could not be made this time: the last ones stay, named as stale above
             store.delete(stale)  # an outcome no longer in the final values has no plot
@@ -721,3 +733,38 @@ def write_exports(
     else:
         put("agreement_csv", export_path(AGREEMENT_STEM, "csv"), agreement)
     return written
+
+
+def _write_rob2(
+    analysis: Analysis,
+    labels: Mapping[str, str],
+    secrets: list[str],
+    put: Callable[[str, str, Callable[[], bytes]], None],
+    lenient: Callable[[list[str], Callable[[], Any], Any], Any],
+    written: ExportsWritten,
+) -> None:
+    """The RoB 2 files (``outputs.rob2_files``), from every study's assessments — none when one study's could not be
+    made (named as not written, with the reason: a partial file would read as the whole review)."""
+    paths = [file.path() for file in ROB2.values()]
+    why = analysis.error or analysis.rob2_error
+    if why:
+        LOG.error("exports %s not made: %s", ", ".join(paths), why)
+        written.not_written.update(dict.fromkeys(paths, why[:500]))
+        return
+    assessments = analysis.rob2
+    table = lenient([ROB2["table"].path()], lambda: atlas_rob2_frame(assessments, labels), None)
+    if table is not None:
+        clean = pl.DataFrame([redact_value(r, secrets) for r in table.rows(named=True)], schema=table.schema)
+        put("rob2_csv", ROB2["table"].path(), lambda: _encode(clean, "csv"))
+    put(
+        "revman_rob2_csv",
+        ROB2["revman"].path(),
+        lambda: csv_bytes(REVMAN_ROB2_COLUMNS, rob2_revman_rows(assessments, labels), secrets),
+    )
+    put(
+        "robvis_rob2_csv",
+        ROB2["robvis"].path(),
+        lambda: csv_bytes(ROBVIS_COLUMNS, robvis_rows(assessments, labels), secrets),
+    )
+    put("rob2_traffic_light", ROB2["traffic_light"].path(), lambda: traffic_light_svg(assessments, labels).encode())
+    put("rob2_summary", ROB2["summary"].path(), lambda: summary_svg(assessments).encode())

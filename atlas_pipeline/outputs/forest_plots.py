@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 
 from atlas_pipeline.outputs.analysis_files import entry_key
 from atlas_pipeline.outputs.analysis_files import evidence_field as field_of_cell
+from atlas_pipeline.outputs.rob2_files import COLOURS, LETTERS, SYMBOLS
+from atlas_pipeline.outputs.rob2_results import CODES, ResultAssessment
+
+ResultKey = tuple[str, str, str]  # (study id, outcome, time point), folded
 
 RATIO_MEASURES = frozenset({"RR", "OR", "HR"})
 Z = 1.959964  # the 97.5th percentile of the normal distribution
@@ -223,13 +227,52 @@ def _tick_label(plot: ForestPlot, value: float) -> str:
     return f"{plot.shown(value):g}" if plot.ratio else f"{value:g}"
 
 
-def forest_svg(plot: ForestPlot, link: Callable[[Effect], str] | None = None) -> str:
+def _fold(text: object) -> str:
+    return " ".join(str(text or "").split()).casefold()
+
+
+def risk_of_bias_by_result(assessments: list[ResultAssessment]) -> dict[ResultKey, dict[str, str | None]]:
+    """Each assessed result's RoB 2 judgements (domain code → judgement), by study, outcome and time point."""
+    return {(a.study_id, _fold(a.outcome), _fold(a.time_point)): dict(a.judgements) for a in assessments}
+
+
+def _risk_of_bias(plot: ForestPlot, rob2: Mapping[ResultKey, dict[str, str | None]] | None) -> dict[int, dict]:
+    """Each row's RoB 2 judgements (by the effect's id), for the rows whose result was assessed."""
+    found = {}
+    for effect in plot.effects:
+        judged = (rob2 or {}).get((effect.study_id, _fold(plot.outcome), _fold(effect.time_point)))
+        if judged is not None:
+            found[id(effect)] = judged
+    return found
+
+
+def _rob2_cells(x: float, y: float, judged: dict[str, str | None], name: str) -> str:
+    cells = []
+    for index, code in enumerate(CODES):
+        judgement = judged.get(code)
+        tip = html.escape(f"{name} — RoB 2 {code}: {judgement or 'not judged yet'}")
+        cells.append(
+            f'<g class="rob2" data-domain="{code}" data-judgement="{html.escape(judgement or "")}"><title>{tip}</title>'
+            f'<circle cx="{x + 20 * index:.1f}" cy="{y:.1f}" r="7" fill="{COLOURS.get(judgement, COLOURS[None])}" '
+            f'stroke="#57606a" stroke-width="0.5"/><text x="{x + 20 * index:.1f}" y="{y + 4:.1f}" '
+            f'text-anchor="middle" font-size="11" font-weight="bold">{SYMBOLS.get(judgement or "", "")}</text></g>'
+        )
+    return "".join(cells)
+
+
+def forest_svg(
+    plot: ForestPlot,
+    link: Callable[[Effect], str] | None = None,
+    rob2: Mapping[ResultKey, dict[str, str | None]] | None = None,
+) -> str:
     """The plot as SVG text: a row per study (square sized by its random-effects weight, its 95% CI, the weight %),
     the pooled diamond with τ², I² and Q, the line of no effect. ``link``: each study row's target (the review page's
-    evidence of its values)."""
+    evidence of its values); ``rob2``: the results' RoB 2 judgements (``risk_of_bias_by_result``), drawn beside each
+    row as RevMan draws them (A–E the domains, F overall) when any row's result was assessed."""
     rows = len(plot.effects) + (1 if plot.pooled else 0)
-    width, left, middle, top, step = 900, 250, 300, 44, 26
-    height = top + step * rows + 64 + (16 if plot.pooled else 0) + (16 if plot.note else 0)
+    judged = _risk_of_bias(plot, rob2)
+    width, left, middle, top, step = 900 + (140 if judged else 0), 250, 300, 44, 26
+    height = top + step * rows + 64 + (16 if plot.pooled else 0) + (16 if plot.note else 0) + (32 if judged else 0)
     values = [v for e in plot.effects if e.estimable for v in (e.lower, e.upper)]
     values += [plot.pooled.lower, plot.pooled.upper] if plot.pooled else []
     low, high = min([*values, 0.0]), max([*values, 0.0])
@@ -246,6 +289,7 @@ def forest_svg(plot: ForestPlot, link: Callable[[Effect], str] | None = None) ->
     name = MEASURE_NAMES.get(plot.measure, plot.measure)
     title = html.escape(f"{plot.outcome} — {name} (95% CI)")
     estimate_x, weight_x = left + middle + 16, left + middle + 200
+    rob_x = weight_x + 80
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="forest-plot" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13" role="img" aria-label="{title}">',
@@ -253,6 +297,12 @@ def forest_svg(plot: ForestPlot, link: Callable[[Effect], str] | None = None) ->
         f'<text x="8" y="38" fill="#57606a">study</text>'
         f'<text x="{estimate_x}" y="38" fill="#57606a">{html.escape(plot.measure)} [95% CI]</text>'
         f'<text x="{weight_x}" y="38" fill="#57606a">weight</text>',
+        "".join(
+            f'<text x="{rob_x + 20 * index}" y="38" fill="#57606a" text-anchor="middle">{LETTERS[code]}</text>'
+            for index, code in enumerate(CODES)
+        )
+        if judged
+        else "",
         f'<line x1="{x(0):.1f}" y1="{top - 4}" x2="{x(0):.1f}" y2="{top + step * rows}" stroke="#8c959f"/>',
     ]
     for number, effect in enumerate(plot.effects):
@@ -267,6 +317,8 @@ def forest_svg(plot: ForestPlot, link: Callable[[Effect], str] | None = None) ->
             f'<rect x="0" y="{y - step / 2:.1f}" width="{width}" height="{step}" fill="#0969da" fill-opacity="0"/>'
             f'<text x="8" y="{y + 4:.1f}">{html.escape(label[:34])}</text>'
         )
+        if id(effect) in judged:
+            row += _rob2_cells(rob_x, y, judged[id(effect)], effect.name)
         if effect.estimable:
             size = 4 + 8 * math.sqrt(sizes.get(id(effect), heaviest) / heaviest)
             weight = weights[id(effect)]
@@ -320,5 +372,15 @@ def forest_svg(plot: ForestPlot, link: Callable[[Effect], str] | None = None) ->
         )
     if plot.note:
         parts.append(f'<text x="8" y="{bottom}" fill="#cf222e" font-size="11">{html.escape(plot.note)}</text>')
+    if judged:
+        legend = (
+            "Risk of bias (RoB 2): (A) randomization process, (B) deviations from intended interventions, (C) missing "
+            "outcome data, (D) measurement of the outcome, (E) selection of the reported result, (F) overall; "
+            "+ low, - some concerns, × high"
+        )
+        parts.append(
+            f'<text class="rob2-legend" x="8" y="{bottom + (16 if plot.note else 0) + 16}" fill="#57606a" '
+            f'font-size="11">{html.escape(legend)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)

@@ -25,6 +25,7 @@ from atlas_pipeline.core.statuses import DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.agreement_report import AgreementInputs, agreement_inputs
 from atlas_pipeline.outputs.analysis_files import Entry, Excluded, study_entries
+from atlas_pipeline.outputs.rob2_results import ResultAssessment, assess_study
 from atlas_pipeline.outputs.study_report import Study, studies, studies_frame
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.study_values import StudyChoice, StudyValue
@@ -85,6 +86,8 @@ class StudyPart(BaseModel):
     rows: list[dict[str, Any]]  # its rows of the studies export
     entries: list[Entry]
     excluded: list[Excluded]
+    rob2: list[ResultAssessment] = []  # its results' RoB 2 assessments (a template with RoB 2)
+    rob2_error: str = ""  # why they could not be made: the RoB 2 files are then not written
 
     def study(self) -> Study:
         """The study as the analysis files read it (its reports as ``Report``)."""
@@ -106,6 +109,11 @@ def make_part(study: Study, template: Template, stamp: str, entries: bool = True
         entries, excluded = study_entries([study], template) if entries else ([], [])
     except Exception as error:
         raise EntriesError(redact(f"{type(error).__name__}: {error}")) from error
+    try:
+        rob2, rob2_error = assess_study(study, template), ""
+    except Exception as error:  # a value no reader foresaw: the RoB 2 files are not written, the others are
+        rob2, rob2_error = [], redact(f"{study.id}: {type(error).__name__}: {error}")
+        LOG.error("RoB 2 of study %s not assessed: %s", study.id, rob2_error)
     return StudyPart(
         id=study.id,
         stamp=stamp,
@@ -114,6 +122,8 @@ def make_part(study: Study, template: Template, stamp: str, entries: bool = True
         rows=rows,
         entries=entries,
         excluded=excluded,
+        rob2=rob2,
+        rob2_error=rob2_error,
     )
 
 
@@ -151,6 +161,8 @@ class Analysis:
     agreement: list[AgreementInputs] = field(default_factory=list)  # each extracted document's part of the report
     error: str = ""  # why the studies could not be made: the studies and analysis files are then not written
     entries_error: str = ""  # why their entries could not be: the analysis files are then not written
+    rob2: list[ResultAssessment] = field(default_factory=list)  # every study's results' RoB 2, in the studies' order
+    rob2_error: str = ""  # why a study's RoB 2 could not be assessed: the RoB 2 files are then not written
 
 
 def analysis_of(
@@ -168,6 +180,8 @@ def analysis_of(
         agreement=agreement,
         error=error,
         entries_error=entries_error,
+        rob2=[assessment for part in ordered for assessment in part.rob2],
+        rob2_error=next((part.rob2_error for part in ordered if part.rob2_error), ""),
     )
 
 

@@ -292,6 +292,11 @@ def decide(store: Store, record: ExtractionRecord | None, request: DecisionReque
         raise DecisionRefused("this document has no extraction to review yet")
     if request.action not in ACTIONS:
         raise DecisionRefused(f"unknown decision {request.action!r}: use approve, correct or reject")
+    by_person = request.template_field is not None and request.template_field.by_person
+    if by_person and request.action == "correct" and request.value not in (None, "") and not request.note.strip():
+        raise DecisionRefused(
+            f"{request.field}: a judgement departing from the algorithm's needs its reason (write it in the note)"
+        )
     extracted = record.values().get(request.field)
     if request.proposed is not None and (extracted is None or extracted.get("value") is None):
         # a value the review proposes where no model gave one (a derived value), in every mode: decided on as shown

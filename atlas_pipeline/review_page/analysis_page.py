@@ -13,7 +13,9 @@ from starlette.templating import Jinja2Templates
 
 from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.outputs.analysis_files import escalc_rows, study_entries
-from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg
+from atlas_pipeline.outputs.forest_plots import Effect, forest_plots, forest_svg, risk_of_bias_by_result
+from atlas_pipeline.outputs.rob2_files import summary_svg, traffic_light_svg
+from atlas_pipeline.outputs.rob2_results import ResultAssessment, assess_study
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline.review.study_values import load_choices
@@ -33,13 +35,28 @@ def analysis(request: Request, templates: Jinja2Templates) -> Response:
     found = studies(states, template, load_choices(page.store))
     entries, excluded = study_entries(found, template)
     plots, problems = [], []
-    for plot in forest_plots(escalc_rows(entries), study_labels(found)):  # studies named as RevMan's files name them
+    labels = study_labels(found)
+    rob2: list[ResultAssessment] = []
+    if template.rob2 is not None:
+        for study in found:
+            try:
+                rob2 += assess_study(study, template)
+            except Exception as error:  # one study's RoB 2 that cannot be judged never takes the page down
+                LOG.exception("RoB 2 of %s not assessed", study.id)
+                problems.append(
+                    f"RoB 2 of {study.id}: not assessed ({type(error).__name__}: {redact(str(error))[:200]})"
+                )
+    judged = risk_of_bias_by_result(rob2)
+    for plot in forest_plots(escalc_rows(entries), labels):  # studies named as RevMan's files name them
         try:
-            plots.append((plot, Markup(forest_svg(plot, link=_evidence))))
+            plots.append((plot, Markup(forest_svg(plot, link=_evidence, rob2=judged))))
         except Exception as error:  # one plot that cannot be drawn never takes the page down: said in its place
             LOG.exception("forest plot of %s not drawn", plot.outcome)
             problems.append(f"{plot.outcome}: not drawn ({type(error).__name__}: {redact(str(error))[:200]})")
     context = {
+        "rob2": template.rob2,
+        "rob2_results": rob2,
+        "rob2_plots": [Markup(traffic_light_svg(rob2, labels)), Markup(summary_svg(rob2))] if template.rob2 else [],
         "plots": plots,
         "problems": problems,
         "arms": 2 * len(entries),

@@ -43,6 +43,7 @@ from atlas_pipeline.review_page.login_routes import login, logout
 from atlas_pipeline.review_page.origin import SameOriginChanges
 from atlas_pipeline.review_page.page_state import WRITING, ReviewPage
 from atlas_pipeline.review_page.paper_routes import document, find_api, page_image, page_words_api
+from atlas_pipeline.review_page.rob2_routes import save_rob2
 from atlas_pipeline.review_page.sessions import OPEN_PATHS
 from atlas_pipeline.review_page.study_pages import choose_value, link_report, study_detail, study_list
 from atlas_pipeline.review_page.team_pages import assignments, next_document, team
@@ -180,6 +181,7 @@ def create_app(
             Route("/documents/{key}/fields/{field}/undo", _off_the_loop(undo), methods=["POST"]),
             Route("/documents/{key}/groups/{group}/entries", _off_the_loop(add_entry), methods=["POST"]),
             Route("/documents/{key}/groups/{group}/grid", _off_the_loop(save_grid), methods=["POST"]),
+            Route("/documents/{key}/rob2/{entry}", _off_the_loop(save_rob2), methods=["POST"]),
             Route(
                 "/documents/{key}/groups/{group}/entries/{entry:int}/reject",
                 _off_the_loop(reject_entry),

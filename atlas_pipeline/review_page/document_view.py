@@ -20,6 +20,7 @@ from atlas_pipeline.review.entry_grid import KIND_LABELS, entry_grid
 from atlas_pipeline.review.evidence import locate_quote, reader_html, selected_evidence
 from atlas_pipeline.review.final_values import DocumentReview, FinalField, decisions_by_field, review_document
 from atlas_pipeline.review_page.page_state import ReviewPage
+from atlas_pipeline.review_page.rob2_panel import rob2_panel
 from atlas_pipeline.store.records import ExtractionRecord, ParseRecord, SnapshotRecord, read_record
 
 NEEDS_PERSON = ("awaiting_review", "recheck")
@@ -90,7 +91,7 @@ def document_context(
         if entry_field_parts(name)[1] is None:  # a repeating group's entries are shown in its grid
             label = final.module or modules_of.get(name) or "fields"
             modules.setdefault(label, {"label": label, "views": []})["views"].append(view)
-    grids = [entry_grid(group, review.fields if review else {}) for group in template.groups]
+    grids = [entry_grid(group, review.fields if review else {}) for group in template.groups if not group.rob2]
     selected_name = (
         field or request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
     )
@@ -106,6 +107,8 @@ def document_context(
         "modules": list(modules.values()),
         "groups": template.groups,
         "grids": grids,
+        "rob2": template.rob2,  # the RoB 2 panel (``review_page.rob2_panel``): its entries are shown there
+        "rob2_results": rob2_panel(template, review.fields if review else {}, blind),
         "kind_labels": KIND_LABELS,
         "meanings": PROVENANCE_MEANINGS,
         "by_hand": record is not None and record.mode == "skip",

@@ -1,0 +1,178 @@
+"""Each study's RoB 2 assessments, one per result: the study's final answers (reconciled across its reports, like
+every value an analysis reads: ``outputs.study_report``), the judgements the guidance's algorithms make of them, and
+a person's overrides kept beside the proposals with their reasons. An answer whose reports disagree counts as
+unanswered until a person chooses one, and so does one that two reviewers of a report answered differently until an
+adjudicator settles it; nothing is judged where an answer is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from atlas_pipeline.core.rob2_judgements import Override
+from atlas_pipeline.core.rob2_module import (
+    DOMAIN_CODES,
+    GROUP,
+    IDENTITY,
+    OVERALL,
+    judge_entry,
+    judgement_of,
+    override_field,
+    question_field,
+    tool_of,
+)
+from atlas_pipeline.core.templates import Template, entry_field_parts
+from atlas_pipeline.outputs.study_report import Study
+from atlas_pipeline.review.decisions import value_text
+from atlas_pipeline.review.study_values import entry_label
+
+CODES = (*DOMAIN_CODES, OVERALL)
+
+
+class ResultAssessment(BaseModel):
+    """One result's RoB 2 as the files say it (domain code or ``Overall`` → …)."""
+
+    study_id: str
+    label: str  # the study's entry: ``rob2[Duration of diarrhea | 24 h]``
+    outcome: str
+    time_point: str
+    effect: str  # what domain 2 assessed: assignment | adhering
+    report: str = ""  # the report whose evidence the answers come from (the first answer's)
+    entry: int = 0  # its entry number there
+    answers: dict[str, str] = Field(default_factory=dict)  # "1.2" → "PY"
+    judgements: dict[str, str | None] = Field(default_factory=dict)  # what the review reports (overrides included)
+    proposed: dict[str, str | None] = Field(default_factory=dict)  # the algorithm's
+    paths: dict[str, str] = Field(default_factory=dict)  # "1.2=Y, 1.1=PY, 1.3=N"
+    missing: dict[str, str] = Field(default_factory=dict)  # "1.2, 1.3" to answer first
+    overrides: dict[str, str] = Field(default_factory=dict)  # "High (Dan, 2026-…): <reason>"
+    support: dict[str, str] = Field(default_factory=dict)  # each answer with its quote, per domain
+    conflicts: list[str] = Field(default_factory=list)  # questions whose reports disagree
+    problems: list[str] = Field(default_factory=list)  # overrides that could not stand
+
+    @property
+    def judged(self) -> bool:
+        return all(self.judgements.get(code) for code in CODES)
+
+    @property
+    def result(self) -> str:
+        return " · ".join(part for part in (self.outcome, self.time_point) if part)
+
+
+def _identity(label: str) -> tuple[str, str]:
+    inner = label[len(GROUP) + 1 : -1]
+    outcome, _, time_point = inner.partition(" | ")
+    return outcome, "" if time_point == value_text(None) else time_point  # no time point: "—" in the label
+
+
+def _support(study: Study, name: str, question: str, answer: str) -> tuple[str, str, int]:
+    """``1.2 PY: "quote"`` (the answer's evidence), and the report and entry it is in."""
+    found = study.final(name)
+    if found is None:
+        return f"{question} {answer}", "", 0
+    report, final = found
+    quote = final.corrected_quote or final.quote
+    entry = entry_field_parts(final.field)[1] or 0
+    said = f'{question} {answer}: "{" ".join(quote.split())}"' if quote else f"{question} {answer}"
+    if answer == "NI" and final.note:
+        said += f" ({final.note})"
+    return said, report.key, entry
+
+
+def _awaiting(study: Study) -> list[tuple[str, str, int]]:
+    """(label, report, entry) of every RoB 2 entry of the study's reports — those with no final answer too, which
+    the study's values do not name (as the model or a person named it; an entry rejected whole is none)."""
+    found = []
+    for report in study.reports:
+        review = getattr(report, "current_review", None)
+        fields = getattr(review, "fields", {}) if review is not None else {}
+        for name, final in fields.items():
+            group, entry, bare = entry_field_parts(name)
+            if group != GROUP or bare != IDENTITY[0] or entry is None or getattr(final, "provenance", "") == "rejected":
+                continue
+            identity = {}
+            for key in IDENTITY:
+                known = fields.get(f"{GROUP}[{entry}].{key}")
+                value = None if known is None else getattr(known, "final_value", None)
+                identity[key] = value if value is not None or known is None else getattr(known, "model_value", None)
+            if identity.get(IDENTITY[0]) not in (None, ""):
+                found.append((entry_label(GROUP, identity), report.key, entry))
+    return found
+
+
+def assess_study(study: Study, template: Template | None) -> list[ResultAssessment]:
+    """Every result the study's RoB 2 entries assess, judged from the study's final answers."""
+    module = template.rob2 if template is not None else None
+    if module is None:
+        return []
+    tool = tool_of(module)
+    labels: dict[str, dict[str, Any]] = {}
+    where: dict[str, tuple[str, int]] = {}
+    prefix = f"{GROUP}["
+    for name in study.values:
+        if name.startswith(prefix):
+            label, _, bare = name.rpartition(".")
+            labels.setdefault(label, {})[bare] = name
+    for label, report, entry in _awaiting(study):
+        labels.setdefault(label, {})  # a result nobody answered yet: listed, not judged
+        where.setdefault(label, (report, entry))
+    assessments = []
+    for label, names in labels.items():
+        outcome, time_point = _identity(label)
+        assessment = ResultAssessment(
+            study_id=study.id, label=label, outcome=outcome, time_point=time_point, effect=tool.effect.value
+        )
+        values: dict[str, Any] = {}
+        for domain in tool.domains:
+            said = []
+            for question in domain.questions:
+                name = names.get(question_field(question.id))
+                value = study.values.get(name) if name else None
+                if value is None:
+                    continue
+                found = study.final(name)
+                if value.state == "conflict" or (found is not None and found[1].disagreement):
+                    assessment.conflicts.append(question.id)  # reports, or a report's reviewers, disagree
+                    continue
+                if value.value in (None, ""):
+                    continue
+                answer = value_text(value.value)
+                values[question_field(question.id)] = answer
+                assessment.answers[question.id] = answer
+                text, report, entry = _support(study, name, question.id, answer)
+                said.append(text)
+                if not assessment.report and report:
+                    assessment.report, assessment.entry = report, entry
+            if said:
+                assessment.support[domain.code] = "; ".join(said)
+        overrides: dict[str, Override] = {}
+        for code in CODES:
+            name = names.get(override_field(code))
+            value = study.values.get(name) if name else None
+            judgement = judgement_of(value.value) if value is not None and value.state != "conflict" else None
+            if judgement is None:
+                continue
+            found = study.final(name)
+            if found is None:
+                continue
+            final = found[1]
+            overrides[code] = Override(judgement, final.note, final.reviewer, final.decided_at)
+        if not assessment.report and label in where:
+            assessment.report, assessment.entry = where[label]
+        judged, assessment.problems = judge_entry(tool, values, overrides)
+        for judgement in judged:
+            code = judgement.domain
+            assessment.judgements[code] = judgement.judgement.value if judgement.judgement else None
+            assessment.proposed[code] = judgement.proposed.value if judgement.proposed else None
+            if judgement.path:
+                assessment.paths[code] = ", ".join(judgement.path)
+            if judgement.missing:
+                assessment.missing[code] = ", ".join(judgement.missing)
+            if judgement.override is not None:
+                override = judgement.override
+                by = ", ".join(part for part in (override.by, override.at[:10]) if part)
+                said = f" ({by})" if by else ""
+                assessment.overrides[code] = f"{override.judgement.value}{said}: {override.reason}"
+        assessments.append(assessment)
+    return assessments
