@@ -17,7 +17,8 @@ from atlas_pipeline.core.rob2_tool import Answer, Domain, Effect, SignallingQues
 from atlas_pipeline.core.templates import TemplateField, TemplateModule
 
 GROUP = "rob2"
-IDENTITY = ("outcome", "time_point")
+IDENTITY = ("result_outcome", "result_time_point")  # named apart: field names are unique in a template
+RESULT_OF = ("outcome", "time_point")  # the fields of the outcomes entry a result is
 OVERALL = "Overall"
 DOMAIN_CODES = ("D1", "D2", "D3", "D4", "D5")
 SHORT_NAMES = {
@@ -75,8 +76,8 @@ def rob2_module(effect: str | Effect, max_entries: int = 30) -> TemplateModule:
     """The RoB 2 module for a review assessing ``effect`` (``assignment`` or ``adhering``)."""
     tool = Tool(Effect(effect))
     identity = [
-        TemplateField(name="outcome", type="string", description="The result's outcome, as its entry names it"),
-        TemplateField(name="time_point", type="string", description="The result's time point, as its entry says"),
+        TemplateField(name=IDENTITY[0], type="string", description="The result's outcome, as its entry names it"),
+        TemplateField(name=IDENTITY[1], type="string", description="The result's time point, as its entry says"),
     ]
     questions = [_question(domain, question) for domain in tool.domains for question in domain.questions]
     overrides = [_override(code) for code in (*DOMAIN_CODES, OVERALL)]

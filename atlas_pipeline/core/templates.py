@@ -269,7 +269,10 @@ def assemble_template(
     if assessment is not None:
         if template.rob2 is not None or any(module.name == assessment.name for module in template.modules):
             raise TemplateError(f"template {template.code!r} has a module named {assessment.name} already")
-        template = template.model_copy(update={"modules": [*template.modules, assessment]})
+        try:  # checked as a template file is: names unique across modules
+            template = Template.model_validate({**template.model_dump(), "modules": [*template.modules, assessment]})
+        except ValueError as error:
+            raise TemplateError(f"template {template.code!r} with RoB 2: {error}") from error
     if not custom_fields:
         return template
     taken = {field.name for module in template.modules for field in module.fields}

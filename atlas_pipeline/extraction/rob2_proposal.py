@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from atlas_pipeline.core.rob2_module import GROUP, IDENTITY, question_field, tool_of
+from atlas_pipeline.core.rob2_module import GROUP, IDENTITY, RESULT_OF, question_field, tool_of
 from atlas_pipeline.core.rob2_tool import Answer, Domain
 from atlas_pipeline.core.templates import Template, TemplateField, TemplateModule, entry_field_name, entry_field_parts
 from atlas_pipeline.extraction.llm.client import LLMClient
@@ -65,25 +65,28 @@ class Proposal:
 
 def results_to_assess(template: Template, fields: dict[str, FieldResult], limit: int) -> list[dict[str, FieldResult]]:
     """The results of the report: each distinct (outcome, time point) of the first group naming both, in the order
-    found, with the extraction's own graded identity values (at most ``limit``)."""
+    found, with the extraction's own graded values (RoB 2's identity field → the result's; at most ``limit``)."""
     source = next(
-        (g for g in template.groups if not g.rob2 and all(g.field_definition(name) for name in IDENTITY)), None
+        (g for g in template.groups if not g.rob2 and all(g.field_definition(name) for name in RESULT_OF)), None
     )
     if source is None:
         return []
     entries: dict[int, dict[str, FieldResult]] = {}
     for name, result in fields.items():
         group, entry, bare = entry_field_parts(name)
-        if group == source.name and entry is not None and bare in IDENTITY:
+        if group == source.name and entry is not None and bare in RESULT_OF:
             entries.setdefault(entry, {})[bare] = result
     found: dict[tuple[str, ...], dict[str, FieldResult]] = {}
     for number in sorted(entries):
-        identity = entries[number]
-        outcome = identity.get("outcome")
+        given = entries[number]
+        outcome = given.get(RESULT_OF[0])
         if outcome is None or outcome.value in (None, ""):
             continue
-        key = tuple(" ".join(str(getattr(identity.get(n), "value", "") or "").split()).casefold() for n in IDENTITY)
-        found.setdefault(key, {name: identity.get(name) or _empty("not given") for name in IDENTITY})
+        key = tuple(" ".join(str(getattr(given.get(n), "value", "") or "").split()).casefold() for n in RESULT_OF)
+        named = {
+            ours: given.get(theirs) or _empty("not given") for ours, theirs in zip(IDENTITY, RESULT_OF, strict=True)
+        }
+        found.setdefault(key, named)
     return list(found.values())[:limit]
 
 

@@ -52,7 +52,7 @@ AGREEMENT = ExportFile("atlas_agreement", ("csv",), "agreement per field (model 
 ROB2 = {
     part: ExportFile(stem, (fmt,), holds, always=False)  # written when the rule assesses RoB 2
     for part, stem, fmt, holds in (
-        ("table", "atlas_rob2", "csv", "RoB 2 per study × result: answers, judgements, overrides with reasons"),
+        ("table", "atlas_rob2_results", "csv", "RoB 2 per study × result: answers, judgements, overrides with reasons"),
         ("revman", "atlas_revman_rob2", "csv", "RevMan: RoB 2 judgement and support per domain, a row per result"),
         ("robvis", "atlas_robvis_rob2", "csv", "robvis's RoB 2 input: Study, D1–D5, Overall, Weight"),
         ("traffic_light", "atlas_rob2_traffic_light", "svg", "RoB 2 traffic-light plot: a row per result"),

@@ -193,7 +193,7 @@ class _Sheets:
             max(len(rows), 1),
             max(len(columns) - 1, 0),
             {
-                "name": table.replace(" ", "_") + (f"_{part}" if part > 1 else ""),
+                "name": _table_name(table.replace(" ", "_") + (f"_{part}" if part > 1 else "")),
                 "style": "Table Style Medium 2",
                 "columns": [{"header": column, "header_format": self.header} for column in columns],
             },
@@ -367,3 +367,12 @@ def workbook_bytes(
     if cut is not None:
         cut.update(sheets.cut)
     return buffer.getvalue()
+
+
+_LIKE_A_CELL = re.compile(r"[A-Za-z]{1,3}\d+|[RrCc]|[Rr]\d*[Cc]\d*")
+
+
+def _table_name(name: str) -> str:
+    """An Excel table's name: one that reads as a cell reference (``rob2`` is column ROB, row 2) would make Excel
+    repair the file, so it is prefixed."""
+    return f"table_{name}" if _LIKE_A_CELL.fullmatch(name) else name

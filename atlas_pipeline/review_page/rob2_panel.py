@@ -94,7 +94,7 @@ def rob2_panel(template: Template, fields: dict[str, FinalField], blind: str = "
             continue  # an entry rejected whole is no result
         identity = {name: _shown(fields.get(entry_field_name(GROUP, number, name)), "")[0] or "" for name in IDENTITY}
         values: dict[str, Any] = {}
-        view = ResultView(number, identity["outcome"], identity["time_point"])
+        view = ResultView(number, identity[IDENTITY[0]], identity[IDENTITY[1]])
         shown_of: dict[str, tuple[str, str, FinalField | None]] = {}
         for domain in tool.domains:
             for question in domain.questions:

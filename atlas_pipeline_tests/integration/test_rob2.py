@@ -8,6 +8,7 @@ import io
 import re
 import shutil
 
+import openpyxl
 import pytest
 
 from atlas_pipeline.core.rob2_module import GROUP
@@ -103,7 +104,7 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     assert ni["value"] == "NI" and ni["quote"] is None
     assert ni["note"].startswith("No information; looked for: a comparison of the groups' baseline")
     assert f"{GROUP}[1].q2_3" not in fields  # not asked (2.1 and 2.2 no): nothing for a person to settle
-    assert fields[f"{GROUP}[2].outcome"]["value"] == "Fecal losses"
+    assert fields[f"{GROUP}[2].result_outcome"]["value"] == "Fecal losses"
     assert "RoB 2: 28 answer(s) proposed for 2 result(s)" in record.reason
     assert record.status.value in ("done", "partial")  # the data extraction's status, not RoB 2's
 
@@ -137,7 +138,7 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
 
     def files():
         assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
-        with open(f"{exports}/atlas_rob2.csv", "rb") as table:
+        with open(f"{exports}/atlas_rob2_results.csv", "rb") as table:
             rows = {row["outcome"]: row for row in _rows(table.read())}
         return rows
 
@@ -164,6 +165,8 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     fecal = rows["Fecal losses"]
     assert fecal["Overall"] == "" and fecal["D1"] == ""  # nobody answered: nothing judged
 
+    book = openpyxl.load_workbook(f"{exports}/atlas_documents.xlsx")
+    assert list(book["rob2"].tables) == ["table_rob2"]  # "rob2" reads as a cell (ROB2): Excel would repair the file
     with open(f"{exports}/atlas_revman_rob2.csv", "rb") as handle:
         revman = _rows(handle.read())
     assert [row["Outcome"] for row in revman] == ["Duration of diarrhea", "Fecal losses"]
@@ -198,3 +201,17 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
         assert 'id="rob2-1-D1"' in desk and "algorithm: " in desk
         assert re.search(r'data-question="2\.3" data-conditions="[^"]*" hidden', desk)  # 2.1, 2.2 no: not asked
         assert "Low (Dan" not in desk and 'value="the outcome and its analysis' in desk  # the override's reason
+
+
+def test_a_domain_the_endpoint_refuses_is_left_to_a_person_and_said(rob2_run, llm_server, instance):
+    _, atlas, defs = rob2_run
+    whole = {**CORRECT, "outcomes": [DURATION, FECAL], GROUP: [_answers(1), _answers(2)]}
+    refused = {"when": "D3 Risk of bias due to missing outcome data", "status": 400, "message": "context too long"}
+    llm_server.script(refused, default={"answer": whole})
+    assert defs.resolve_job_def("document_job").execute_in_process(partition_key=KEY, instance=instance).success
+    record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
+    assert record.status.value in ("done", "partial")  # the data extraction stands
+    assert "not proposed: D3: " in record.reason and "context too long" in record.reason
+    lost = record.fields[f"{GROUP}[1].q3_1"]
+    assert lost["value"] is None and lost["note"] == "the D3 request failed" and not lost["answered"]
+    assert record.fields[f"{GROUP}[1].q4_1"]["value"] == "N"  # the other domains proposed

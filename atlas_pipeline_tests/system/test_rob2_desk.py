@@ -29,8 +29,8 @@ def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
     ):
         page.goto(f"{site}/documents/{KEY}")
         page.wait_for_selector("#rob2-none")
-        page.fill("#rob2-add input[name=outcome]", "Duration of diarrhea")
-        page.fill("#rob2-add input[name=time_point]", "after randomization")
+        page.fill("#rob2-add input[name=result_outcome]", "Duration of diarrhea")
+        page.fill("#rob2-add input[name=result_time_point]", "after randomization")
         page.click("#rob2-add-result")
         result = page.wait_for_selector("[id='rob2-1001']")
         assert "Duration of diarrhea · after randomization" in result.inner_text()
