@@ -97,6 +97,12 @@ def tool_of(module: TemplateModule) -> Tool:
     return Tool(Effect(module.rob2 or Effect.ASSIGNMENT))
 
 
+def answer_of(raw: Any) -> Answer | None:
+    """A stored answer (``Y``, ``py`` …), or None for anything that is no answer (empty, another word, a number)."""
+    text = raw.strip().upper() if isinstance(raw, str) else ""
+    return Answer(text) if text in Answer.__members__.values() else None
+
+
 def entry_answers(tool: Tool, values: Mapping[str, Any]) -> dict[str, dict[str, Answer]]:
     """One result's answers per domain code from its fields' values (bare field name → value); a value that is no
     answer (empty, an unknown word) is left out — unanswered."""
@@ -104,10 +110,21 @@ def entry_answers(tool: Tool, values: Mapping[str, Any]) -> dict[str, dict[str, 
     for domain in tool.domains:
         given = answers.setdefault(domain.code, {})
         for question in domain.questions:
-            raw = values.get(question_field(question.id))
-            if isinstance(raw, str) and raw.strip().upper() in Answer.__members__.values():
-                given[question.id] = Answer(raw.strip().upper())
+            answer = answer_of(values.get(question_field(question.id)))
+            if answer is not None:
+                given[question.id] = answer
     return answers
+
+
+def applicable_of(tool: Tool, answers: Mapping[str, Mapping[str, Answer]]) -> frozenset[str]:
+    """The "[If applicable]" questions (domain 2 of the effect of adhering) the review addresses for this result:
+    every one but those a person answered 'Not applicable'."""
+    return frozenset(
+        question.id
+        for domain in tool.domains
+        for question in domain.questions
+        if question.if_applicable and answers.get(domain.code, {}).get(question.id) != Answer.NOT_APPLICABLE
+    )
 
 
 def judge_entry(
@@ -116,9 +133,10 @@ def judge_entry(
     """One result's five domain judgements and the overall one, and why an override could not stand (an override
     without a reason, or of a domain not judged yet: kept out, said)."""
     answers = entry_answers(tool, values)
+    applicable = applicable_of(tool, answers)
     kept: dict[str, Override] = {}
     problems: list[str] = []
-    plain = judge_result(tool, answers)
+    plain = judge_result(tool, answers, applicable=applicable)
     by_code = {judgement.domain: judgement for judgement in plain}
     for code, override in (overrides or {}).items():
         try:
@@ -128,11 +146,11 @@ def judge_entry(
             continue
         kept[code] = override
     try:
-        return judge_result(tool, answers, kept), problems
+        return judge_result(tool, answers, kept, applicable), problems
     except ValueError as error:  # the overall's override once a domain's override changed it: not applied
         problems.append(f"Overall override not applied: {error}")
         kept.pop(OVERALL, None)
-        return judge_result(tool, answers, kept), problems
+        return judge_result(tool, answers, kept, applicable), problems
 
 
 def judgement_of(text: Any) -> Judgement | None:

@@ -114,7 +114,7 @@ def estimate_extractions(
     counted)."""
     records = [read_record(store, entry.key, "extraction", ExtractionRecord) for entry in entries]
     known = [record for record in records if record is not None]
-    answer_tokens, basis = answer_tokens_guess(template, known, llm.config.max_tokens)
+    answer_tokens, basis = answer_tokens_guess(template.asked_at_once(), known, llm.config.max_tokens)
     table = RunEstimate(llm.config.model, llm.currency, answer_tokens, basis)
     table.seconds_per_answer = seconds_per_answer(known)
     for entry in entries:

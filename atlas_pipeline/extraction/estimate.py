@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from atlas_pipeline.core.rob2_module import tool_of
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.extraction.extractor import plan_requests
 from atlas_pipeline.extraction.llm.cache import cache_key
@@ -21,6 +22,7 @@ from atlas_pipeline.extraction.llm.client import LLMClient
 from atlas_pipeline.extraction.llm.config import estimate_tokens
 from atlas_pipeline.extraction.prices import money
 from atlas_pipeline.extraction.prompt import PromptSources
+from atlas_pipeline.extraction.rob2_proposal import domain_request, methods_and_results
 from atlas_pipeline.extraction.rules import Rule
 from atlas_pipeline.parsing.model import Table
 from atlas_pipeline.store.files import Store
@@ -132,7 +134,7 @@ def estimate_document(
     _, askers = plan_requests(client, rule, markdown, tables, sources)
     limit = client.config.max_tokens
     for asker in askers:
-        messages, schema = asker.messages(template)
+        messages, schema = asker.messages(template.asked_at_once())
         path = llm_cache_path(cache_key(client.config.model, messages, schema))
         cached = cache.read_json_or(path, None) if cache is not None else None
         if cached is not None and not cached.get("cut"):
@@ -148,6 +150,14 @@ def estimate_document(
             estimate.prompt_tokens += prompt * (1 + parts)
             estimate.completion_tokens += limit  # the cut answer is paid too
         estimate.completion_tokens += answer_tokens
+    module = template.rob2
+    if module is not None:  # RoB 2: a request per domain, each with the methods and results and every result
+        text, tables_html = methods_and_results(markdown, rule.chunk_size_chars), [table.html for table in tables]
+        for domain in tool_of(module).domains:
+            messages, _, _ = domain_request(domain, module, TYPICAL_ENTRIES, text, tables_html, rule, sources)
+            estimate.requests += 1
+            estimate.prompt_tokens += estimate_tokens(messages)
+            estimate.completion_tokens += len(domain.questions) * TYPICAL_ENTRIES * TOKENS_PER_VALUE
     price = client.price
     if price is None:
         estimate.cost = None

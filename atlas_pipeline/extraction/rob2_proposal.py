@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from atlas_pipeline.core.rob2_module import GROUP, IDENTITY, RESULT_OF, question_field, tool_of
@@ -165,6 +165,18 @@ def _instruction(domain: Domain, results: list[dict[str, FieldResult]]) -> str:
 
 def _grade(name: str, answer: Any, scope: EvidenceScope, definition: TemplateField) -> FieldResult:
     answer = answer if isinstance(answer, dict) else None
+    given = answer.get("value") if answer is not None else None
+    if given is not None and given not in (definition.enum or []):  # an answer that passed the schema's check
+        return FieldResult(
+            GROUP,
+            None,
+            None,
+            0.0,
+            "not_reported",
+            answered=False,
+            note=f"the model answered "
+            f"{given!r}, not one of this question's answers ({', '.join(definition.enum or [])})",
+        )
     looked_for = ""
     if answer is not None and isinstance(answer.get("quote"), str) and LOOKED_FOR.match(answer["quote"]):
         looked_for = LOOKED_FOR.sub("", answer["quote"]).strip()
@@ -174,6 +186,33 @@ def _grade(name: str, answer: Any, scope: EvidenceScope, definition: TemplateFie
         said = "No information; looked for: " if result.value == "NI" else "looked for: "
         result.note = said + looked_for + (f" ({result.note})" if result.note and result.value != "NI" else "")
     return result
+
+
+def domain_request(
+    domain: Domain,
+    module: TemplateModule,
+    results: Sequence[dict[str, FieldResult]] | int,
+    text: str,
+    tables_html: list[str],
+    rule: Rule,
+    sources: PromptSources | None,
+) -> tuple[list[dict[str, str]], dict, Template]:
+    """One domain's request: its messages, answer schema and the template they are made from (``results``: the
+    report's results, or — for an estimate before any is known — how many to count)."""
+    count = results if isinstance(results, int) else len(results)
+    listed = [] if isinstance(results, int) else list(results)
+    template = domain_template(domain, module, count)
+    schema = json_schema(template)
+    messages = build_messages(
+        template,
+        text,
+        tables_html,
+        rule.custom_instructions,
+        schema=schema,
+        sources=sources,
+        instruction=_instruction(domain, listed),
+    )
+    return messages, schema, template
 
 
 def _ask(
@@ -187,17 +226,7 @@ def _ask(
     sources: PromptSources | None,
     usage: Usage,
 ) -> list[Any]:
-    template = domain_template(domain, module, len(results))
-    schema = json_schema(template)
-    messages = build_messages(
-        template,
-        text,
-        tables_html,
-        rule.custom_instructions,
-        schema=schema,
-        sources=sources,
-        instruction=_instruction(domain, results),
-    )
+    messages, schema, template = domain_request(domain, module, results, text, tables_html, rule, sources)
     try:
         answer = client.complete(messages, schema, answer_model(template))
     except LLMError as error:
@@ -232,27 +261,32 @@ def propose_rob2(
     text = methods_and_results(markdown, rule.chunk_size_chars)
     tables_html = [table.html for table in tables]
 
+    spent = {domain.code: Usage() for domain in tool.domains}  # one each: the requests run at the same time
+
     def ask(domain: Domain) -> list[Any] | LLMError:
         try:
-            return _ask(client, domain, module, results, text, tables_html, rule, sources, proposal.usage)
+            return _ask(client, domain, module, results, text, tables_html, rule, sources, spent[domain.code])
         except LLMError as error:
             return error
 
     with ThreadPoolExecutor(max_workers=max(1, min(5, client.config.concurrency)), thread_name_prefix="rob2") as pool:
         answers = list(pool.map(ask, tool.domains))
+    for usage in spent.values():
+        proposal.usage.add(usage)
     queued = next((a for a in answers if isinstance(a, LLMQueuedError)), None)
     if queued is not None:
         raise queued.costing(proposal.usage)
     for number, identity in enumerate(results, 1):
-        for name in IDENTITY:
-            proposal.fields[entry_field_name(GROUP, number, name)] = identity[name]
+        for name in IDENTITY:  # the outcomes entry's value and quote, as this group's own
+            proposal.fields[entry_field_name(GROUP, number, name)] = replace(identity[name], module=GROUP)
     for domain, answer in zip(tool.domains, answers, strict=True):
         if isinstance(answer, LLMError):
             proposal.failed.append(f"{domain.code}: {answer.reason}")
         by_result: dict[int, dict[str, Any]] = {}
         for entry in answer if not isinstance(answer, LLMError) else []:
             number = (entry.get("result") or {}).get("value") if isinstance(entry.get("result"), dict) else None
-            if isinstance(number, int | float) and 1 <= int(number) <= len(results):
+            whole = isinstance(number, int | float) and not isinstance(number, bool) and float(number).is_integer()
+            if whole and 1 <= int(number) <= len(results):
                 by_result.setdefault(int(number), entry)  # a result answered twice: the first answer counts
         for number in range(1, len(results) + 1):
             entry = by_result.get(number)
@@ -269,7 +303,7 @@ def propose_rob2(
             given = {qid: Answer(r.value) for qid, r in graded.items() if r.value in Answer.__members__.values()}
             asked = domain.asked(given)
             for qid, result in graded.items():
-                if result.value is None and asked[qid] is False:
-                    continue  # not asked given the answers above: nothing for a person to settle
+                if asked[qid] is False:
+                    continue  # not asked given the answers above (NA, or an answer to no question): nothing to settle
                 proposal.fields[entry_field_name(GROUP, number, question_field(qid))] = result
     return proposal

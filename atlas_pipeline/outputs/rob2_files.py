@@ -104,9 +104,9 @@ def _revman_support(assessment: ResultAssessment, code: str) -> str:
         parts.append("From the five domains (RoB 2's overall rule).")
     elif assessment.support.get(code):
         parts.append(assessment.support[code] + ".")
-    conflicts = [q for q in assessment.conflicts if q.startswith(code[1:] + ".")]
+    conflicts = [q for q in assessment.conflicts if q.startswith(code[1:] + ".") or q == f"{code} override"]
     if conflicts:
-        parts.append(f"The reports disagree on {', '.join(conflicts)}: choose on the study's page.")
+        parts.append(f"Disputed, not counted until settled: {', '.join(conflicts)}.")
     return " ".join(parts)
 
 

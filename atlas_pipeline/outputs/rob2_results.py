@@ -80,46 +80,70 @@ def _support(study: Study, name: str, question: str, answer: str) -> tuple[str, 
     return said, report.key, entry
 
 
-def _awaiting(study: Study) -> list[tuple[str, str, int]]:
-    """(label, report, entry) of every RoB 2 entry of the study's reports — those with no final answer too, which
-    the study's values do not name (as the model or a person named it; an entry rejected whole is none)."""
-    found = []
+def _label_value(fields: Any, name: str) -> Any:
+    """An identity value as it names an entry (``review.study_values.report_fields``): accepted, or as given while
+    awaiting review; none when rejected."""
+    final = fields.get(name)
+    if final is None or final.provenance == "rejected":
+        return None
+    return final.final_value if final.final_value is not None else final.model_value
+
+
+def _results(study: Study) -> dict[str, tuple[str, tuple[str, str], str, int]]:
+    """Every RoB 2 entry of the study's reports by its label folded — those with no final answer too, which the
+    study's values do not name: (label as first written, (outcome, time point), report, entry)."""
+    found: dict[str, tuple[str, tuple[str, str], str, int]] = {}
     for report in study.reports:
         review = getattr(report, "current_review", None)
-        fields = getattr(review, "fields", {}) if review is not None else {}
-        for name, final in fields.items():
-            group, entry, bare = entry_field_parts(name)
-            if group != GROUP or bare != IDENTITY[0] or entry is None or getattr(final, "provenance", "") == "rejected":
-                continue
-            identity = {}
-            for key in IDENTITY:
-                known = fields.get(f"{GROUP}[{entry}].{key}")
-                value = None if known is None else getattr(known, "final_value", None)
-                identity[key] = value if value is not None or known is None else getattr(known, "model_value", None)
-            if identity.get(IDENTITY[0]) not in (None, ""):
-                found.append((entry_label(GROUP, identity), report.key, entry))
+        fields = getattr(review, "fields", None) or {}
+        entries = sorted({entry_field_parts(n)[1] or 0 for n in fields if entry_field_parts(n)[0] == GROUP})
+        for entry in entries:
+            identity = {key: _label_value(fields, f"{GROUP}[{entry}].{key}") for key in IDENTITY}
+            if identity[IDENTITY[0]] in (None, ""):
+                continue  # no outcome named (or the entry rejected whole): no result
+            label = entry_label(GROUP, identity)
+            outcome, time_point = (" ".join(value_text(identity[key]).split()) for key in IDENTITY)
+            named = (outcome, "" if identity[IDENTITY[1]] in (None, "") else time_point)
+            found.setdefault(label.casefold(), (label, named, report.key, entry))
     return found
 
 
+def _disputed(study: Study, name: str) -> bool:
+    """Whether the reviewers of a report that gives the study's ``name`` answered it differently, unsettled."""
+    for fields in study.where.values():
+        found = fields.get(name)
+        if found is None:
+            continue
+        report, record = found
+        review = getattr(report, "current_review", None)
+        final = review.fields.get(record) if review is not None else None
+        if final is not None and getattr(final, "disagreement", None):
+            return True
+    return False
+
+
 def assess_study(study: Study, template: Template | None) -> list[ResultAssessment]:
-    """Every result the study's RoB 2 entries assess, judged from the study's final answers."""
+    """Every result the study's RoB 2 entries assess, judged from the study's final answers: an answer or an
+    override the reports — or a report's reviewers — dispute counts as missing until a person settles it."""
     module = template.rob2 if template is not None else None
     if module is None:
         return []
     tool = tool_of(module)
     labels: dict[str, dict[str, Any]] = {}
-    where: dict[str, tuple[str, int]] = {}
     prefix = f"{GROUP}["
     for name in study.values:
         if name.startswith(prefix):
             label, _, bare = name.rpartition(".")
             labels.setdefault(label, {})[bare] = name
-    for label, report, entry in _awaiting(study):
-        labels.setdefault(label, {})  # a result nobody answered yet: listed, not judged
-        where.setdefault(label, (report, entry))
+    results = _results(study)
+    folded = {label.casefold() for label in labels}
+    for key, (label, _, _, _) in results.items():
+        if key not in folded:
+            labels[label] = {}  # a result nobody answered yet: listed, not judged
     assessments = []
     for label, names in labels.items():
-        outcome, time_point = _identity(label)
+        known = results.get(label.casefold())
+        outcome, time_point = known[1] if known else _identity(label)
         assessment = ResultAssessment(
             study_id=study.id, label=label, outcome=outcome, time_point=time_point, effect=tool.effect.value
         )
@@ -131,8 +155,7 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
                 value = study.values.get(name) if name else None
                 if value is None:
                     continue
-                found = study.final(name)
-                if value.state == "conflict" or (found is not None and found[1].disagreement):
+                if value.state == "conflict" or _disputed(study, name):
                     assessment.conflicts.append(question.id)  # reports, or a report's reviewers, disagree
                     continue
                 if value.value in (None, ""):
@@ -150,7 +173,10 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
         for code in CODES:
             name = names.get(override_field(code))
             value = study.values.get(name) if name else None
-            judgement = judgement_of(value.value) if value is not None and value.state != "conflict" else None
+            if value is not None and (value.state == "conflict" or _disputed(study, name)):
+                assessment.conflicts.append(f"{code} override")
+                continue
+            judgement = judgement_of(value.value) if value is not None else None
             if judgement is None:
                 continue
             found = study.final(name)
@@ -158,8 +184,8 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
                 continue
             final = found[1]
             overrides[code] = Override(judgement, final.note, final.reviewer, final.decided_at)
-        if not assessment.report and label in where:
-            assessment.report, assessment.entry = where[label]
+        if not assessment.report and known:
+            assessment.report, assessment.entry = known[2], known[3]
         judged, assessment.problems = judge_entry(tool, values, overrides)
         for judgement in judged:
             code = judgement.domain

@@ -108,7 +108,7 @@ def document_context(
         "groups": template.groups,
         "grids": grids,
         "rob2": template.rob2,  # the RoB 2 panel (``review_page.rob2_panel``): its entries are shown there
-        "rob2_results": rob2_panel(template, review.fields if review else {}, blind),
+        "rob2_results": rob2_panel(template, review.fields if review else {}, blind, record.fields if record else {}),
         "kind_labels": KIND_LABELS,
         "meanings": PROVENANCE_MEANINGS,
         "by_hand": record is not None and record.mode == "skip",

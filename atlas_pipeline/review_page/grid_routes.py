@@ -146,6 +146,8 @@ async def save_grid(request: Request) -> Response:
     if isinstance(post, Response):
         return post
     page, key, group, form, record, reviewer = post.page, post.key, post.group, post.form, post.record, post.reviewer
+    if group.rob2:  # its answers go with their notes and its overrides with their reasons: on the panel only
+        return document_refused(request, key, "RoB 2 is answered on its panel, a domain at a time", form=form)
     edits, new_row = grid_edits(group.name, form)
     definitions = {field.name: field for field in group.fields}
     shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))

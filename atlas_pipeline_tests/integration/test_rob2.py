@@ -88,7 +88,8 @@ def _rows(data: bytes) -> list[dict]:
 
 def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_server, instance, tmp_path):
     settings, atlas, defs = rob2_run
-    whole = {**CORRECT, "outcomes": [DURATION, FECAL], GROUP: [_answers(1), _answers(2)]}
+    odd = {**_answers(2), "q1_1": _a("yes", RANDOM), "q2_3": _a("NA")}  # a word that is no answer; an NA
+    whole = {**CORRECT, "outcomes": [DURATION, FECAL], GROUP: [_answers(1), odd]}
     llm_server.script(default={"answer": whole})
     assert defs.resolve_job_def("document_job").execute_in_process(partition_key=KEY, instance=instance).success
     record = read_record(atlas.store(), KEY, "extraction", ExtractionRecord)
@@ -104,8 +105,12 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     assert ni["value"] == "NI" and ni["quote"] is None
     assert ni["note"].startswith("No information; looked for: a comparison of the groups' baseline")
     assert f"{GROUP}[1].q2_3" not in fields  # not asked (2.1 and 2.2 no): nothing for a person to settle
+    assert f"{GROUP}[2].q2_3" not in fields  # answered NA where it is not asked: nothing to settle either
+    odd_answer = fields[f"{GROUP}[2].q1_1"]
+    assert odd_answer["value"] is None and "answered 'yes', not one of this question's answers" in odd_answer["note"]
+    assert fields[f"{GROUP}[1].result_outcome"]["module"] == GROUP
     assert fields[f"{GROUP}[2].result_outcome"]["value"] == "Fecal losses"
-    assert "RoB 2: 28 answer(s) proposed for 2 result(s)" in record.reason
+    assert "RoB 2: 27 answer(s) proposed for 2 result(s)" in record.reason
     assert record.status.value in ("done", "partial")  # the data extraction's status, not RoB 2's
 
     store = atlas.store()
@@ -154,8 +159,12 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     reason = "the outcome and its analysis are those the sample size was computed for"
     said(f"{GROUP}[1].d5_override", "correct", "Dan", "Low", role="adjudicator", note=reason)
 
+    for reviewer, judgement in (("Ana", "High"), ("Ben", "Low")):  # two reviewers who differ on an override
+        said(f"{GROUP}[1].d4_override", "correct", reviewer, judgement, note=f"{reviewer}'s reading of the assessors")
+
     rows = files()
     duration = rows["Duration of diarrhea"]
+    assert duration["D4"] == "Low" and "D4 override" in duration["conflicts"]  # disputed: not applied until settled
     assert duration["D1"] == "Low" and duration["proposed_D1"] == "Low"
     assert "1.2=PY" in duration["paths"] and "1.1=Y" in duration["paths"]
     assert duration["D5"] == "Low" and duration["proposed_D5"] == "Some concerns"  # the override beside the proposal

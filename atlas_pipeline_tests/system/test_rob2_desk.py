@@ -53,11 +53,19 @@ def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
         d1.locator("select[name='answer:1.1']").select_option("Y")
         d1.locator("input[name='quote:1.1']").fill(RANDOM)
         d1.locator("select[name='answer:1.2']").select_option("NI")
+        d1.locator("select[name='answer:1.3']").select_option("N")
+        page.click("[id='save-rob2-1001-D1']")  # "No information" without what was looked for: refused, nothing kept
+        page.wait_for_selector("text=1.2: 'No information' says what was looked for")
+        assert not [d for d in load_decisions(atlas.store(), KEY) if d.field.startswith(f"{GROUP}[1001].q")]
+        d1 = page.locator("[id='rob2-1001-D1']")
+        d1.locator("select[name='answer:1.1']").select_option("Y")
+        d1.locator("input[name='quote:1.1']").fill(RANDOM)
+        d1.locator("select[name='answer:1.2']").select_option("NI")
         d1.locator("input[name='note:1.2']").fill("looked for: sealed envelopes, central allocation")
         d1.locator("select[name='answer:1.3']").select_option("N")
         shoot(page, "rob2-domain.png")
         page.click("[id='save-rob2-1001-D1']")
-        page.wait_for_selector("text=RoB 2 D1 of result 1001: 3 answer(s) recorded by Ana")
+        page.wait_for_selector("text=RoB 2 D1 of result 1001: 3 decision(s) recorded by Ana")
         verdict = page.locator("[id='rob2-1001-D1'] .rob2-verdict").inner_text()
         assert "algorithm: Some concerns (1.2=NI, 1.3=N)" in verdict  # the path the guidance takes
         # domain 2 was changed but not saved: its answers are not recorded, nothing judged there
@@ -74,11 +82,17 @@ def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
         page.wait_for_selector("text=needs its reason")
         assert f"{GROUP}[1001].d1_override" not in {d.field for d in load_decisions(atlas.store(), KEY)}
         page.goto(f"{site}/documents/{KEY}")
+        d3 = page.locator("[id='rob2-1001-D3']")  # an override departs from a judgement: none before one
+        d3.locator("select[name='override:D3']").select_option("Low")
+        d3.locator("input[name='reason:D3']").fill("everyone followed up")
+        page.click("[id='save-rob2-1001-D3']")
+        page.wait_for_selector("text=D3 is not judged yet (answer 3.1 first)")
+        page.goto(f"{site}/documents/{KEY}")
         form = page.locator("[id='rob2-1001-D1']")
         form.locator("select[name='override:D1']").select_option("Low")
         form.locator("input[name='reason:D1']").fill("central pharmacy coded the bottles (protocol, table 1)")
         page.click("[id='save-rob2-1001-D1']")
-        page.wait_for_selector("text=RoB 2 D1 of result 1001: 1 answer(s) recorded by Ana")
+        page.wait_for_selector("text=RoB 2 D1 of result 1001: 1 decision(s) recorded by Ana")
         verdict = page.locator("[id='rob2-1001-D1'] .rob2-verdict").inner_text()
         assert "algorithm: Some concerns" in verdict  # the proposal stays in view beside the override
         assert page.locator("[id='rob2-1001-D1'] select[name='override:D1']").input_value() == "Low"

@@ -54,3 +54,20 @@ def test_each_outcome_and_time_point_is_one_result_in_the_order_found():
     assert named == [("Pain", "6 weeks"), ("Function", None)]
     assert found[1]["result_time_point"].note == "not given"
     assert len(results_to_assess(template, fields, 1)) == 1
+
+
+def test_an_estimate_counts_a_request_per_domain_for_a_rule_with_rob2():
+    from atlas_pipeline.config.settings import PROJECT_ROOT
+    from atlas_pipeline.core.templates import assemble_template, load_template
+    from atlas_pipeline.extraction.estimate import estimate_document
+    from atlas_pipeline.extraction.llm import LLMClient, LLMConfig
+    from atlas_pipeline.extraction.rules import load_rule
+
+    base = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    with_rob2 = assemble_template(base, [], rob2_module("assignment"))
+    rule = load_rule(PROJECT_ROOT / "seeds" / "rules", "rob2")
+    client = LLMClient(LLMConfig(base_url="http://127.0.0.1:9", model="m", max_tokens=32000))  # never asked
+    plain = estimate_document(client, base, rule, "trial.pdf", PAPER, [], 1000)
+    assessed = estimate_document(client, with_rob2, rule, "trial.pdf", PAPER, [], 1000)
+    assert assessed.requests == plain.requests + 5  # the data extraction's request is the same, and one per domain
+    assert assessed.prompt_tokens > plain.prompt_tokens and assessed.completion_tokens > plain.completion_tokens
