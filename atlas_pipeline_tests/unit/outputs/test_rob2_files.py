@@ -65,7 +65,7 @@ def test_revman_has_a_row_per_result_and_robvis_only_what_is_judged():
     )
     assert rows[1]["Domain (judgement): Overall bias"] == ""
     waiting = rows[1]["Domain (support): Bias arising from the randomization process"]
-    assert "Not judged yet: answer 1.2 first" in waiting and "disagree on 1.2" in waiting
+    assert "Not judged yet: answer 1.2 first" in waiting and "Disputed, not counted until settled: 1.2" in waiting
 
     robvis = _read(csv_bytes(ROBVIS_COLUMNS, robvis_rows([JUDGED, WAITING], LABELS)))
     assert robvis == [
