@@ -214,26 +214,38 @@ def parse_cache(tmp_path_factory):
 
 
 @pytest.fixture
-def run(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypatch, parse_cache, tmp_path):
+def llm_deployment(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypatch, parse_cache, tmp_path):
+    """The juice trial in the knowledge base (its parse copied in), its partition added, and an llm-mode deployment
+    against the scripted endpoint with ``extra`` settings: (settings, deployment, definitions)."""
+
+    def make(**extra: str):
+        copy_into(knowledge_base, f"rct/{KEY}")
+        shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
+        monkeypatch.setenv("ATLAS_LLM_API_KEY", API_KEY)
+        options = {
+            "llm_base_url": llm_server.base_url,
+            "llm_model": "scripted-model",
+            "llm_api_key": API_KEY,
+            "llm_max_retries": "2",
+            "llm_backoff_seconds": "0.01",
+            "llm_timeout_seconds": "2",
+            "llm_deadline_seconds": "5",  # the whole answer: a trickled or endless one is cut off (test_llm_extraction)
+            "llm_max_answer_bytes": "2000000",
+            **extra,
+        }
+        settings = settings_for(knowledge_base, **options)
+        atlas = atlas_for(knowledge_base, **options)
+        refresh_catalog(atlas.open_knowledge_base(), atlas.store())
+        instance.add_dynamic_partitions(documents_partitions.name, [KEY])
+        return settings, atlas, build_definitions(settings)
+
+    return make
+
+
+@pytest.fixture
+def run(llm_deployment, instance):
     """Materialise the document job for the juice trial in llm mode; returns (result, record)."""
-    copy_into(knowledge_base, f"rct/{KEY}")
-    shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
-    monkeypatch.setenv("ATLAS_LLM_API_KEY", API_KEY)
-    options = {
-        "llm_base_url": llm_server.base_url,
-        "llm_model": "scripted-model",
-        "llm_api_key": API_KEY,
-        "llm_max_retries": "2",
-        "llm_backoff_seconds": "0.01",
-        "llm_timeout_seconds": "2",
-        "llm_deadline_seconds": "5",  # the whole answer: a trickled or endless one is cut off (test_llm_extraction)
-        "llm_max_answer_bytes": "2000000",
-    }
-    settings = settings_for(knowledge_base, **options)
-    atlas = atlas_for(knowledge_base, **options)
-    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    instance.add_dynamic_partitions(documents_partitions.name, [KEY])
-    defs = build_definitions(settings)
+    settings, atlas, defs = llm_deployment()
 
     def materialise(key: str = KEY):
         result = defs.resolve_job_def("document_job").execute_in_process(

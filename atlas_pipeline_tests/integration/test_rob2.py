@@ -6,21 +6,16 @@ judgements, RevMan's and robvis's files, the plots and the Analysis page follow 
 import csv
 import io
 import re
-import shutil
 
 import openpyxl
 import pytest
 
 from atlas_pipeline.core.rob2_module import GROUP
-from atlas_pipeline.definitions import build_definitions
-from atlas_pipeline.defs.partitions import documents_partitions
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.knowledge.catalog import refresh_catalog
 from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.support.corpus import copy_into
 from atlas_pipeline_tests.support.helpers import http_request, serve
-from atlas_pipeline_tests.support.juice_trial import API_KEY, CORRECT, DURATION, FECAL, KEY
+from atlas_pipeline_tests.support.juice_trial import CORRECT, DURATION, FECAL, KEY
 
 RANDOM = (
     "To establish the randomization list, permuted blocks of variable length, with four blocks for each group, were "
@@ -64,22 +59,8 @@ def _answers(result: int) -> dict:
 
 
 @pytest.fixture
-def rob2_run(llm_server, knowledge_base, settings_for, atlas_for, instance, monkeypatch, parse_cache, tmp_path):
-    copy_into(knowledge_base, f"rct/{KEY}")
-    shutil.copytree(parse_cache, tmp_path / "artifacts" / "parsed")
-    monkeypatch.setenv("ATLAS_LLM_API_KEY", API_KEY)
-    options = {
-        "llm_base_url": llm_server.base_url,
-        "llm_model": "scripted-model",
-        "llm_api_key": API_KEY,
-        "llm_max_retries": "1",
-        "llm_backoff_seconds": "0.01",
-        "rule": "rob2",
-    }
-    settings, atlas = settings_for(knowledge_base, **options), atlas_for(knowledge_base, **options)
-    refresh_catalog(atlas.open_knowledge_base(), atlas.store())
-    instance.add_dynamic_partitions(documents_partitions.name, [KEY])
-    return settings, atlas, build_definitions(settings)
+def rob2_run(llm_deployment):
+    return llm_deployment(rule="rob2", llm_max_retries="1")
 
 
 def _rows(data: bytes) -> list[dict]:
