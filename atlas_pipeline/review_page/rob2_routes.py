@@ -79,17 +79,18 @@ async def save_rob2(request: Request) -> Response:
             raise DecisionRefused(f"{key} has no RoB 2 entry {entry}: add the result first")
         blind_to_models = "models" in standing.blind_to
         extracted = record.fields if record is not None else {}
-        requests, answers = _answers(module, code, entry, form, fields, extracted, blind_to_models, (reviewer, shown))
-        requests += _stale(tool, module, code, entry, fields, answers, (reviewer, shown))
-        requests += _override(tool, module, code, entry, form, answers, fields, (reviewer, shown))
-        for asked in requests:
-            asked = replace(
-                asked,
-                identity=module.identity,
-                role=standing.role,
-                blind_to=standing.blind_to,
-                **(quote_evidence(page, key, asked.quote, None, None) if asked.quote else {}),
+
+        def evidence(question: str, quote: str) -> dict[str, Any]:  # words selected on a page, or a typed quote
+            return quote_evidence(
+                page, key, quote, form.get(f"quote_page:{question}"), form.get(f"quote_words:{question}")
             )
+
+        who = (reviewer, shown)
+        requests, answers = _answers(module, code, entry, form, fields, extracted, blind_to_models, who, evidence)
+        requests += _stale(tool, module, code, entry, fields, answers, who)
+        requests += _override(tool, module, code, entry, form, answers, fields, who)
+        for asked in requests:
+            asked = replace(asked, identity=module.identity, role=standing.role, blind_to=standing.blind_to)
             decide(page.store, record, asked)
     except DecisionRefused as refused:
         return document_refused(request, key, str(refused), form=form)
@@ -111,7 +112,7 @@ def _final_answers(fields: dict[str, FinalField], entry: int) -> dict[str, Any]:
 
 
 def _answers(
-    module, code: str, entry: int, form, fields, extracted, blind_to_models: bool, who: Who
+    module, code: str, entry: int, form, fields, extracted, blind_to_models: bool, who: Who, evidence
 ) -> tuple[list[DecisionRequest], dict[str, Any]]:
     """A decision per answer of the domain changed in the form — the model's proposal kept as shown is approved
     (never in a pass blind to the models: the person chose it without seeing it), another answer corrects it, an
@@ -157,8 +158,8 @@ def _answers(
                 shown,
                 template_field=definition,
                 value=value if action == "correct" else None,
-                quote=quote or None,
                 note=note,
+                **(evidence(question.id, quote) if action == "correct" else {}),
             )
         )
         answers[bare] = value

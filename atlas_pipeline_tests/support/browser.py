@@ -30,3 +30,17 @@ def shoot(page, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / name), full_page=False)
+
+
+def drag_across(page, first: str, last: str, after: int = 0) -> None:
+    """Select words on the viewer's page as a person does: press on ``first``, move to ``last``, release
+    (``after``: the word index to look from, when the first word occurs earlier too)."""
+    words = page.locator("#words .word")
+    texts = words.evaluate_all("spans => spans.map(s => s.title)")
+    start = texts.index(first, after)
+    end = texts.index(last, start)
+    a, b = words.nth(start).bounding_box(), words.nth(end).bounding_box()
+    page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=8)
+    page.mouse.up()

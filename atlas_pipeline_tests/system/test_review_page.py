@@ -19,7 +19,7 @@ import pytest
 from atlas_pipeline.ops.instance import project_file
 from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.store.files import Store
-from atlas_pipeline_tests.support.browser import browser_page, shoot
+from atlas_pipeline_tests.support.browser import browser_page, drag_across, shoot
 from atlas_pipeline_tests.support.corpus import corpus_file
 from atlas_pipeline_tests.support.helpers import BIN, latest_metadata
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
@@ -332,20 +332,6 @@ def _wait_field(page, name: str) -> None:
     page.wait_for_function(f"document.getElementById('selected-field').innerText === {name!r}")
 
 
-def _drag_across(page, first: str, last: str, after: int = 0) -> None:
-    """Select words on the viewer's page as a person does: press on ``first``, move to ``last``, release
-    (``after``: the word index to look from, when the first word occurs earlier too)."""
-    words = page.locator("#words .word")
-    texts = words.evaluate_all("spans => spans.map(s => s.title)")
-    start = texts.index(first, after)
-    end = texts.index(last, start)
-    a, b = words.nth(start).bounding_box(), words.nth(end).bounding_box()
-    page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=8)
-    page.mouse.up()
-
-
 def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_path):
     """No LLM at all: `atlas run` processes the juice trial, an extractor logs in, pages through the PDF, finds a
     table, selects the words of a value on page 4 and saves it, fills an outcome in the grid, rejects a field with a
@@ -392,7 +378,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.click("#find-button")
         page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '4'")
         assert "p. 4" in page.inner_text("#find-results") and page.locator("#page .found").count() >= 1
-        _drag_across(page, "Age", "4.00")
+        drag_across(page, "Age", "4.00")
         assert page.inner_text("#selected-text") == "Age (months) 10.27 4.75 10.27 4.14 11.09 4.00"
         shoot(page, "review-by-hand.png")
         page.click("#use-selection")
@@ -434,7 +420,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.keyboard.press("k")
         _wait_field(page, "mean_control")
         assert page.get_attribute("#viewer", "data-page") == "6"
-        _drag_across(page, "Waterx", "1.80")
+        drag_across(page, "Waterx", "1.80")
         assert page.inner_text("#selected-text") == "Waterx 2.19* 1.63 1.78*** 1.80"
         page.click("#use-selection")
         page.fill("#correct-value", "2.19")
@@ -477,7 +463,7 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
         page.wait_for_function("document.getElementById('viewer').dataset.wordsLoaded === '5'")
         texts = page.locator("#words .word").evaluate_all("spans => spans.map(s => s.title)")
         row = next(i for i in range(len(texts)) if texts[i : i + 4] == ["White", "Grape", "Juice", "47.5"])
-        _drag_across(page, "White", "27.4", after=row)  # Table 5's row, not Table 4's header above it
+        drag_across(page, "White", "27.4", after=row)  # Table 5's row, not Table 4's header above it
         page.click("#use-selection")
         assert page.input_value('input[name="quote_page:1001:mean_intervention"]') == "5"
         page.eval_on_selector("#flash", "flash => { flash.textContent = ''; }")  # the same message comes again

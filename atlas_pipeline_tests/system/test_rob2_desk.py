@@ -7,13 +7,12 @@ one."""
 from atlas_pipeline.core.rob2_module import GROUP
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.decisions import load_decisions
-from atlas_pipeline_tests.support.browser import browser_page, shoot
+from atlas_pipeline_tests.support.browser import browser_page, drag_across, shoot
 from atlas_pipeline_tests.support.by_hand import processed_by_hand
 from atlas_pipeline_tests.support.helpers import serve
 from atlas_pipeline_tests.support.juice_trial import KEY
 
 WHO = {"rule": "rob2", "reviewer": "Ana"}
-RANDOM = "permuted blocks of variable length, with four blocks for each group"
 
 
 def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
@@ -51,7 +50,7 @@ def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
 
         d1 = page.locator("[id='rob2-1001-D1']")
         d1.locator("select[name='answer:1.1']").select_option("Y")
-        d1.locator("input[name='quote:1.1']").fill(RANDOM)
+        d1.locator("input[name='quote:1.1']").fill("permuted blocks of variable length")  # typed: found in the text
         d1.locator("select[name='answer:1.2']").select_option("NI")
         d1.locator("select[name='answer:1.3']").select_option("N")
         page.click("[id='save-rob2-1001-D1']")  # "No information" without what was looked for: refused, nothing kept
@@ -59,7 +58,17 @@ def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
         assert not [d for d in load_decisions(atlas.store(), KEY) if d.field.startswith(f"{GROUP}[1001].q")]
         d1 = page.locator("[id='rob2-1001-D1']")
         d1.locator("select[name='answer:1.1']").select_option("Y")
-        d1.locator("input[name='quote:1.1']").fill(RANDOM)
+        d1.locator("input[name='quote:1.1']").click()  # the answer's quote box chosen: the words selected go there
+        assert "D1 1.1" not in page.inner_text("#quote-target") and "quote 1.1" in page.inner_text("#quote-target")
+        page.fill("#find-text", "permuted blocks")
+        page.click("#find-button")
+        page.locator(".find-hit").first.click()
+        page.wait_for_selector("#words .word[title='permuted']")
+        drag_across(page, "permuted", "length,")
+        page.click("#use-selection")
+        assert (
+            d1.locator("input[name='quote:1.1']").input_value() == "permuted blocks of vari- able length,"
+        )  # as printed, broken at the line
         d1.locator("select[name='answer:1.2']").select_option("NI")
         d1.locator("input[name='note:1.2']").fill("looked for: sealed envelopes, central allocation")
         d1.locator("select[name='answer:1.3']").select_option("N")
@@ -74,7 +83,12 @@ def test_a_domain_answered_by_hand_shows_its_questions_as_the_answers_ask_them(
         decisions = {d.field: d for d in load_decisions(atlas.store(), KEY)}
         answer = decisions[f"{GROUP}[1001].q1_1"]
         assert (answer.action, answer.value, answer.reviewer) == ("correct", "Y", "Ana")
-        assert answer.quote_check is not None and answer.quote_check.tier in ("verified", "approximate")
+        assert (
+            answer.quote == "permuted blocks of vari- able length,"
+        )  # as printed, broken at the line and answer.quote_check is not None
+        assert (
+            answer.quote_check.tier == "approximate" and answer.quote_check.selected_on == 2
+        )  # found where selected; a judgment
         assert decisions[f"{GROUP}[1001].q1_2"].note == "looked for: sealed envelopes, central allocation"
 
         page.locator("[id='rob2-1001-D1'] select[name='override:D1']").select_option("Low")
