@@ -250,6 +250,7 @@ def print_exports(exports, by_hand: bool) -> None:
         FIELDS,
         FOREST_FOLDER,
         REVMAN,
+        ROB2,
         STUDIES,
     )
 
@@ -271,6 +272,10 @@ def print_exports(exports, by_hand: bool) -> None:
     more = ", ".join(f"_{part}" for part in others)
     print(f"           {exports.url(REVMAN[first].path())} (and {more}: RevMan Web's import)")
     print("           — docs/analysis.md")
+    if exports.exists(ROB2["table"].path()):
+        print(f"  risk of bias (RoB 2, per result): {exports.url(ROB2['table'].path())}")
+        others = ", ".join(exports.url(ROB2[part].path()) for part in ("revman", "robvis", "traffic_light", "summary"))
+        print(f"           (RevMan's and robvis's files, the plots: {others}) — docs/rob2.md")
 
 
 def _no_such_document(unknown: list[str], known: set[str], knowledge_base: str) -> int:

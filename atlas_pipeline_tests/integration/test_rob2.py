@@ -10,9 +10,11 @@ import re
 import openpyxl
 import pytest
 
+from atlas_pipeline.cli.run import print_exports
 from atlas_pipeline.core.rob2_module import GROUP
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide
+from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.helpers import http_request, serve
 from atlas_pipeline_tests.support.juice_trial import CORRECT, DURATION, FECAL, KEY
@@ -67,7 +69,7 @@ def _rows(data: bytes) -> list[dict]:
     return list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"))))
 
 
-def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_server, instance, tmp_path):
+def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_server, instance, capsys):
     settings, atlas, defs = rob2_run
     odd = {**_answers(2), "q1_1": _a("yes", RANDOM), "q2_3": _a("NA")}  # a word that is no answer; an NA
     whole = {**CORRECT, "outcomes": [DURATION, FECAL], GROUP: [_answers(1), odd]}
@@ -181,6 +183,10 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     with open(f"{exports}/atlas_rob2_summary.svg", encoding="utf-8") as handle:
         summary = handle.read()
     assert "2 result(s)" in summary and 'data-judgement="Low"' in summary
+
+    print_exports(Store(exports), by_hand=False)  # what `atlas run` says of the exports
+    said = capsys.readouterr().out
+    assert "risk of bias (RoB 2, per result): " in said and "atlas_robvis_rob2.csv" in said
 
     from atlas_pipeline.review_page.app import create_app
 
