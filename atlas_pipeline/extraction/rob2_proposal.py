@@ -305,5 +305,7 @@ def propose_rob2(
             for qid, result in graded.items():
                 if asked[qid] is False:
                     continue  # not asked given the answers above (NA, or an answer to no question): nothing to settle
+                if result.value == "NA" and not domain.question(qid).if_applicable:
+                    result = _empty("the model answered NA where the answers above ask this question")
                 proposal.fields[entry_field_name(GROUP, number, question_field(qid))] = result
     return proposal

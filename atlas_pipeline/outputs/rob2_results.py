@@ -17,6 +17,8 @@ from atlas_pipeline.core.rob2_module import (
     GROUP,
     IDENTITY,
     OVERALL,
+    applicable_of,
+    entry_answers,
     judge_entry,
     judgement_of,
     override_field,
@@ -148,8 +150,8 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
             study_id=study.id, label=label, outcome=outcome, time_point=time_point, effect=tool.effect.value
         )
         values: dict[str, Any] = {}
+        given: dict[str, tuple[str, str, str, int]] = {}  # question → (answer, its support, report, entry)
         for domain in tool.domains:
-            said = []
             for question in domain.questions:
                 name = names.get(question_field(question.id))
                 value = study.values.get(name) if name else None
@@ -162,8 +164,17 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
                     continue
                 answer = value_text(value.value)
                 values[question_field(question.id)] = answer
+                given[question.id] = (answer, *_support(study, name, question.id, answer))
+        answers = entry_answers(tool, values)
+        applicable = applicable_of(tool, answers)
+        for domain in tool.domains:  # what the files name: the answers to the questions the answers ask
+            asked = domain.asked(answers[domain.code], applicable)
+            said = []
+            for question in domain.questions:
+                if question.id not in given or asked[question.id] is False:
+                    continue
+                answer, text, report, entry = given[question.id]
                 assessment.answers[question.id] = answer
-                text, report, entry = _support(study, name, question.id, answer)
                 said.append(text)
                 if not assessment.report and report:
                     assessment.report, assessment.entry = report, entry

@@ -11,6 +11,7 @@ from urllib.parse import quote as url_quote
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from atlas_pipeline.core.templates import entry_field_parts
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.review.decisions import (
     WHOLE_DOCUMENT,
@@ -81,6 +82,9 @@ async def decision(request: Request) -> Response:
     template = page.template()
     record = reviewed_extraction(page.store, key)
     try:
+        assessment = template.rob2
+        if assessment is not None and entry_field_parts(field)[0] == assessment.name and role != "adjudicator":
+            raise DecisionRefused("RoB 2 is answered on the document's RoB 2 panel, a domain at a time")
         standing = standing_for(page, request, key, role, form)
         if form.get("action") == "correct" and str(form.get("value") or "").strip():
             value = coerce_value(form.get("value"), template.field_definition(field))

@@ -92,11 +92,10 @@ def document_context(
             label = final.module or modules_of.get(name) or "fields"
             modules.setdefault(label, {"label": label, "views": []})["views"].append(view)
     grids = [entry_grid(group, review.fields if review else {}) for group in template.groups if not group.rob2]
-    selected_name = (
-        field or request.query_params.get("field") or next((v["name"] for v in views if v["needs_person"]), "")
-    )
+    panel = template.rob2.name if template.rob2 is not None else None  # RoB 2's answers wait on its panel
+    waiting = [v["name"] for v in views if v["needs_person"] and entry_field_parts(v["name"])[0] != panel]
+    selected_name = field or request.query_params.get("field") or (waiting[0] if waiting else "")
     selected = next((v for v in views if v["name"] == selected_name), None)
-    waiting = [v["name"] for v in views if v["needs_person"]]
     after = names[names.index(selected_name) + 1 :] if selected_name in names else names
     next_field = next((n for n in after if n in waiting), waiting[0] if waiting else "")
     return {

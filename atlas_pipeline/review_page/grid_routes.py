@@ -130,7 +130,8 @@ async def add_entry(request: Request) -> Response:
     if isinstance(post, Response):
         return post
     page, key, group, form, record, reviewer = post.page, post.key, post.group, post.form, post.record, post.reviewer
-    given = {field.name: str(form.get(field.name) or "").strip() for field in group.fields}
+    fields = [field for field in group.fields if not group.rob2 or field.name in group.identity]  # RoB 2: the result
+    given = {field.name: str(form.get(field.name) or "").strip() for field in fields}
     try:
         standing = standing_for(page, request, key, "reviewer", form)
         number = _add_entry(page, key, record, group, given, reviewer, form, standing)

@@ -16,7 +16,6 @@ from atlas_pipeline.core.rob2_module import (
     IDENTITY,
     OVERALL,
     SHORT_NAMES,
-    answer_of,
     entry_answers,
     judge_entry,
     judgement_of,
@@ -42,6 +41,7 @@ class QuestionView:
     proposal: str  # the model's answer and its quote, as shown
     asked: bool | None
     if_applicable: bool  # "[If applicable]": a person may answer NA (the review does not address it)
+    disputed: str = ""  # two reviewers' answers that differ: what each said (an adjudicator settles)
 
     @property
     def hidden(self) -> bool:
@@ -61,6 +61,11 @@ class DomainView:
     reason: str
     judgement: str  # what the review reports
     as_shown: str = ""  # what the answers as shown (proposals awaiting a person included) would give
+    override_disputed: str = ""  # two reviewers' overrides that differ: what each said (an adjudicator settles)
+
+    @property
+    def disputed(self) -> bool:
+        return bool(self.override_disputed) or any(q.disputed for q in self.questions)
 
 
 @dataclass
@@ -87,8 +92,9 @@ def _shown(final: FinalField | None, blind: str) -> tuple[str, str]:
     pass blind to the models)."""
     if final is None or final.provenance == "rejected":
         return "", ""
-    if decided(final):
-        return str(final.final_value), str(final.final_value)
+    if decided(final) and not (blind == "models" and final.provenance == "model_verified"):
+        # disputed between reviewers: no answer stands, so that any choice — the latest's too — settles it
+        return str(final.final_value), "" if final.disagreement else str(final.final_value)
     proposal = "" if blind == "models" or final.model_value is None else str(final.model_value)
     return proposal, ""
 
@@ -123,17 +129,20 @@ def rob2_panel(
                 name = entry_field_name(GROUP, number, question_field(question.id))
                 final = fields.get(name)
                 shown, was = _shown(final, blind)
-                shown = shown if answer_of(shown) is not None else ""  # a word that is no answer: none shown
+                offered = {a.value for a in question.options if a != Answer.NOT_APPLICABLE or question.if_applicable}
+                shown = shown if shown in offered else ""  # a word that is no answer, an NA not offered: none
                 shown_of[question.id] = (shown, was, final)
                 if shown:
                     shown_values[question_field(question.id)] = shown
                 if was and not (final is not None and final.disagreement):  # disputed: no answer until settled
                     final_values[question_field(question.id)] = was
-        overrides, reasons = {}, {}
+        overrides, reasons, disputes = {}, {}, {}
         for code in (*DOMAIN_CODES, OVERALL):
             final = fields.get(entry_field_name(GROUP, number, override_field(code)))
             judgement = judgement_of(final.final_value) if decided(final) else None
-            if judgement is not None and final is not None and not final.disagreement:
+            if final is not None and final.disagreement:
+                disputes[code] = _disagreement(final)
+            elif judgement is not None and final is not None:
                 overrides[code] = Override(judgement, final.note, final.reviewer, final.decided_at)
                 reasons[code] = final.note
         by_code, view.problems = _judged(tool, final_values, overrides)
@@ -146,9 +155,9 @@ def rob2_panel(
                 for question in domain.questions
             ]
             view.domains.append(
-                _domain_view(domain.code, domain.name, questions, by_code[domain.code], reasons, as_shown)
+                _domain_view(domain.code, domain.name, questions, by_code[domain.code], reasons, as_shown, disputes)
             )
-        view.overall = _domain_view(OVERALL, SHORT_NAMES[OVERALL], [], by_code[OVERALL], reasons, as_shown)
+        view.overall = _domain_view(OVERALL, SHORT_NAMES[OVERALL], [], by_code[OVERALL], reasons, as_shown, disputes)
         results.append(view)
     return results
 
@@ -179,10 +188,16 @@ def _question_view(question, shown: str, was: str, final, asked, blind: str, ext
         proposal,
         asked,
         question.if_applicable,
+        _disagreement(final) if final is not None and final.disagreement else "",
     )
 
 
-def _domain_view(code: str, name: str, questions, judged: DomainJudgement, reasons, as_shown) -> DomainView:
+def _disagreement(final: FinalField) -> str:
+    """``Ana: approve; Ben: correct → PN`` — what each reviewer said, for the adjudicator who settles it."""
+    return "; ".join(f"{who}: {what}" for who, what in final.disagreement.items())
+
+
+def _domain_view(code: str, name: str, questions, judged: DomainJudgement, reasons, as_shown, disputes) -> DomainView:
     provisional = as_shown.get(code)
     return DomainView(
         code,
@@ -195,4 +210,5 @@ def _domain_view(code: str, name: str, questions, judged: DomainJudgement, reaso
         reasons.get(code, ""),
         judged.judgement.value if judged.judgement else "",
         provisional.proposed.value if provisional is not None and provisional.proposed else "",
+        disputes.get(code, ""),
     )

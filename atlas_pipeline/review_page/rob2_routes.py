@@ -71,11 +71,18 @@ async def save_rob2(request: Request) -> Response:
     reviewer = page.reviewer(request, form)
     shown = (str(form.get("sha256") or ""), str(form.get("extraction_version") or ""))
     try:
-        standing = standing_for(page, request, key, "reviewer", form)
+        user = page.user(request)
+        role = "adjudicator" if form.get("role") == "adjudicator" else "reviewer"
+        if role == "adjudicator" and user is not None and not user.may_settle():
+            raise DecisionRefused(
+                f"{user.name} is an {user.role}: settling reviewers' differences takes an adjudicator"
+            )
+        standing = standing_for(page, request, key, role, form)
         tiers, derivations = page.deployment.accepted_tiers(), page.deployment.derivations()
         review = review_document(record, standing.visible, tiers, derivations)  # as the person saw it
         fields = review.fields if review else {}
-        if not any(entry_field_parts(name)[:2] == (GROUP, entry) for name in fields):
+        own = [final for name, final in fields.items() if entry_field_parts(name)[:2] == (GROUP, entry)]
+        if not own or all(final.provenance == "rejected" for final in own):
             raise DecisionRefused(f"{key} has no RoB 2 entry {entry}: add the result first")
         blind_to_models = "models" in standing.blind_to
         extracted = record.fields if record is not None else {}
@@ -107,7 +114,7 @@ def _final_answers(fields: dict[str, FinalField], entry: int) -> dict[str, Any]:
     return {
         name.removeprefix(prefix): final.final_value
         for name, final in fields.items()
-        if name.startswith(prefix) and decided(final)
+        if name.startswith(prefix) and decided(final) and not final.disagreement  # disputed: none until settled
     }
 
 
@@ -131,25 +138,28 @@ def _answers(
         on_page = str(form.get(f"shown:{question.id}") or "").strip().upper()
         quote = str(form.get(f"quote:{question.id}") or "").strip()
         note = str(form.get(f"note:{question.id}") or "").strip()
+        disputed = form.get(f"disputed:{question.id}") == "1"
         definition = module.field_definition(bare)
         final = fields.get(name)
-        if value == was and not quote and not note:
-            continue
         if not value:
-            if was or on_page:  # a person's answer, or a proposal shown, taken back
+            if was or on_page or disputed:  # a person's answer, a proposal shown, or a dispute settled on none
                 requests.append(DecisionRequest(name, "reject", reviewer, shown, template_field=definition))
                 answers.pop(bare, None)
             continue
+        if value == was and not quote and not note:
+            continue
         coerce_value(value, definition)  # an answer the question does not offer is refused here
+        if value == "NA" and not question.if_applicable:
+            raise DecisionRefused(f"{question.id}: 'Not applicable' is for a question its condition does not ask")
         proposal = final is not None and not decided(final) and same_value(final.model_value, value)
         action = "approve" if proposal and not quote and not blind_to_models else "correct"
-        if value == "NI" and not note:
+        if value == "NI" and not note:  # what was looked for: the person's, kept from their NI, or the model's
+            kept = final.note if final is not None and decided(final) and final.final_value == "NI" else ""
             model_note = str((extracted.get(name) or {}).get("note") or "") if action == "approve" else ""
-            if not model_note.startswith(("No information", "looked for")):
-                raise DecisionRefused(
-                    f"{question.id}: 'No information' says what was looked for (write it in the note)"
-                )
-            note = model_note
+            note = kept or (model_note if model_note.startswith(("No information", "looked for")) else "")
+            if not note:
+                why = "'No information' says what was looked for (write it in the note)"
+                raise DecisionRefused(f"{question.id}: {why}")
         requests.append(
             DecisionRequest(
                 name,
@@ -193,13 +203,14 @@ def _override(tool, module, code: str, entry: int, form, answers, fields, who: W
     judgement = str(form.get(f"override:{code}") or "").strip()
     was_override = str(form.get(f"was_override:{code}") or "").strip()
     reason = str(form.get(f"reason:{code}") or "").strip()
+    disputed = form.get(f"override_disputed:{code}") == "1"  # settled by any choice, "none" too
     changed = judgement != was_override or (judgement and reason != str(form.get(f"was_reason:{code}") or ""))
-    if not changed:
+    if not changed and not disputed:
         return []
     name = entry_field_name(GROUP, entry, override_field(code))
     definition = module.field_definition(override_field(code))
     if not judgement:
-        note = "override withdrawn"
+        note = "override withdrawn" if not disputed else "no override (settled)"
         return [DecisionRequest(name, "reject", reviewer, shown, template_field=definition, note=note)]
     if judgement_of(judgement) is None:
         raise DecisionRefused(f"{judgement!r} is no RoB 2 judgement: Low, Some concerns or High")

@@ -4,6 +4,7 @@ question differently and an adjudicator settles it; a person overrides a domain'
 judgements, RevMan's and robvis's files, the plots and the Analysis page follow the final answers."""
 
 import csv
+import html
 import io
 import re
 
@@ -13,10 +14,10 @@ import pytest
 from atlas_pipeline.cli.run import print_exports
 from atlas_pipeline.core.rob2_module import GROUP
 from atlas_pipeline.deployment import Deployment
-from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide
+from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide, load_decisions
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
-from atlas_pipeline_tests.support.helpers import http_request, serve
+from atlas_pipeline_tests.support.helpers import http_request, post_form, serve
 from atlas_pipeline_tests.support.juice_trial import CORRECT, DURATION, FECAL, KEY
 
 RANDOM = (
@@ -136,7 +137,29 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     assert duration["D2"] == "Some concerns" and duration["D3"] == "Low" and duration["D4"] == "Low"
     assert duration["D5"] == "Some concerns" and duration["Overall"] == ""
 
-    said(f"{GROUP}[1].q1_2", "correct", "Dan", "PY", role="adjudicator")  # the adjudicator settles 1.2
+    from atlas_pipeline.review_page.app import create_app
+
+    with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
+        desk = http_request(f"{site}/documents/{KEY}")[1]
+        assert "disputed — Ana: approve; Ben: correct → PN" in desk  # what each said, for the adjudicator
+        form = {
+            **dict(zip(("sha256", "extraction_version"), shown, strict=True)),
+            **{"reviewer": "Dan", "role": "adjudicator", "domain": "D1"},
+            **{"answer:1.1": "Y", "was:1.1": "Y", "shown:1.1": "Y", "answer:1.3": "NI", "was:1.3": "NI"},
+            **{"answer:1.2": "PY", "was:1.2": "", "shown:1.2": "PN", "disputed:1.2": "1"},  # as the panel sends it
+        }
+        status, body = post_form(f"{site}/documents/{KEY}/rob2/1", form)  # the adjudicator settles 1.2 on the panel
+        assert status == 200 and "RoB 2 D1 of result 1: 1 decision(s) recorded by Dan" in body
+        base = {**dict(zip(("sha256", "extraction_version"), shown, strict=True)), "reviewer": "Ana"}
+        emptied = {**base, "domain": "D5", "answer:5.1": "", "was:5.1": "", "shown:5.1": "NI"}
+        assert post_form(f"{site}/documents/{KEY}/rob2/2", emptied)[0] == 200  # a proposal emptied: rejected
+        refused = {**base, "domain": "D2", "answer:2.3": "NA", "was:2.3": ""}
+        status, body = post_form(f"{site}/documents/{KEY}/rob2/2", refused)
+        assert status == 409 and "'Not applicable' is for a question its condition does not ask" in html.unescape(body)
+    second = [(d.field, d.action) for d in load_decisions(store, KEY) if d.field.startswith(f"{GROUP}[2]")]
+    assert second == [(f"{GROUP}[2].q5_1", "reject")]
+    settled = [d for d in load_decisions(store, KEY) if d.field == f"{GROUP}[1].q1_2" and d.reviewer == "Dan"]
+    assert [(d.action, d.value, d.role) for d in settled] == [("correct", "PY", "adjudicator")]
     with pytest.raises(DecisionRefused, match="needs its reason"):
         said(f"{GROUP}[1].d5_override", "correct", "Dan", "Low", role="adjudicator")
     reason = "the outcome and its analysis are those the sample size was computed for"
@@ -187,8 +210,6 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     print_exports(Store(exports), by_hand=False)  # what `atlas run` says of the exports
     said = capsys.readouterr().out
     assert "risk of bias (RoB 2, per result): " in said and "atlas_robvis_rob2.csv" in said
-
-    from atlas_pipeline.review_page.app import create_app
 
     with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         page = http_request(f"{site}/analysis")[1]
