@@ -107,6 +107,7 @@ def document_context(
         "groups": template.groups,
         "grids": grids,
         "rob2": template.rob2,  # the RoB 2 panel (``review_page.rob2_panel``): its entries are shown there
+        "rob2_waiting": sum(1 for v in views if v["needs_person"] and entry_field_parts(v["name"])[0] == panel),
         "rob2_results": rob2_panel(template, review.fields if review else {}, blind, record.fields if record else {}),
         "kind_labels": KIND_LABELS,
         "meanings": PROVENANCE_MEANINGS,

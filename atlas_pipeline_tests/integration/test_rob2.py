@@ -142,6 +142,7 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     with serve(create_app(Deployment.from_settings(settings), instance=lambda: instance)) as site:
         desk = http_request(f"{site}/documents/{KEY}")[1]
         assert "disputed — Ana: approve; Ben: correct → PN" in desk  # what each said, for the adjudicator
+        assert 'id="selected-field">rob2' not in desk  # the desk's next field is never a RoB 2 answer: the panel's
         form = {
             **dict(zip(("sha256", "extraction_version"), shown, strict=True)),
             **{"reviewer": "Dan", "role": "adjudicator", "domain": "D1"},
