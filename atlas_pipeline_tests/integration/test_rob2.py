@@ -143,6 +143,9 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
         desk = http_request(f"{site}/documents/{KEY}")[1]
         assert "disputed — Ana: approve; Ben: correct → PN" in desk  # what each said, for the adjudicator
         assert 'id="selected-field">rob2' not in desk  # the desk's next field is never a RoB 2 answer: the panel's
+        assert "model: PY — “The investigators" in desk  # the proposal beside its question …
+        blind = http_request(f"{site}/documents/{KEY}?blind=models")[1]  # … never in a pass blind to the models
+        assert 'id="rob2-1-D1"' in blind and "rob2-proposal" not in blind and "The investigators involved" not in blind
         form = {
             **dict(zip(("sha256", "extraction_version"), shown, strict=True)),
             **{"reviewer": "Dan", "role": "adjudicator", "domain": "D1"},
