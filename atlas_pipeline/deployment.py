@@ -39,6 +39,7 @@ from atlas_pipeline.knowledge.planning import documents_per_run
 from atlas_pipeline.parsing import ParseOptions
 from atlas_pipeline.parsing.bounded import ParseLimits
 from atlas_pipeline.review.derivations import Derivations
+from atlas_pipeline.review.finality import FINALITY_RULE
 from atlas_pipeline.store.files import Store
 
 if TYPE_CHECKING:
@@ -488,6 +489,15 @@ class Deployment:
         """Tiers the team accepts without a person (ATLAS_REVIEW_ACCEPT_TIERS)."""
         return self.settings.review.accepted_tiers
 
+    def team_review(self) -> bool:
+        """Whether the review is a team's: people log in (accounts, or a trusted proxy naming them) — a value is then
+        final only once its document's extractions are compared (``review.finality``). Read now: an account added
+        counts at once."""
+        from atlas_pipeline.review.accounts import logins_required
+
+        access = self.page_access()
+        return logins_required(access.users_file, access.auth_header)
+
     def final_values_policy(self) -> str:
         """A fingerprint of what makes a value final besides people's decisions — the tiers accepted without a
         person, the derivation rules and the cautioned methods opted in to, the template —: the aggregates record
@@ -498,6 +508,8 @@ class Deployment:
             "derivations": derivations.fingerprint,
             "template": derivations.template.content_hash,
             "template_version": derivations.template.version,
+            "team": self.team_review(),
+            "finality": FINALITY_RULE,
         }
         return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:16]
 

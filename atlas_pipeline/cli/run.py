@@ -34,6 +34,7 @@ def command_run(args: argparse.Namespace) -> int:
     from atlas_pipeline.outputs.export_files import AGREEMENT, EXCLUDED, export_files
     from atlas_pipeline.review.decisions import decision_marks
     from atlas_pipeline.review.final_values import merged_marks
+    from atlas_pipeline.review.study_values import choices_changed_at
     from atlas_pipeline.store.files import Store
     from atlas_pipeline.store.layout import COMPLETION_PATH
     from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -106,9 +107,9 @@ def command_run(args: argparse.Namespace) -> int:
         exports = atlas.exports_store()
         exported = all(exports.exists(name) for name in export_files()) and store.exists(COMPLETION_PATH)
         aggregates = AGGREGATE_ASSET_NAMES + ((EVALUATION_ASSET_NAME,) if atlas.gold() else ())
-        made = aggregate_facts(
-            instance, aggregates, scan.catalog, load_splits(store).changed_at, exported, atlas.final_values_policy()
-        )
+        people_changed = max(load_splits(store).changed_at, choices_changed_at(store))  # groups split, values chosen
+        policy = atlas.final_values_policy()
+        made = aggregate_facts(instance, aggregates, scan.catalog, people_changed, exported, policy)
         merges = reviews_behind([entry.key for entry in entries if entry.key not in keys])
         steps = plan_steps(plan, merges, catalog_changed=scan.changed, stale=aggregates_stale(made), automated=False)
         started, run_began, seconds_each = time.perf_counter(), now_iso(), []
@@ -167,8 +168,8 @@ def command_run(args: argparse.Namespace) -> int:
         left_out = read_excluded(exports)
         if left_out:
             print(
-                f"  {len(left_out)} value(s) left out of the analysis files (sources that disagree, implausible "
-                f"numbers): {exports.url(EXCLUDED.path())}"
+                f"  {len(left_out)} value(s) left out of the analysis files (not final yet, sources that disagree, "
+                f"implausible numbers): {exports.url(EXCLUDED.path())}"
             )
             for row in left_out[:5]:
                 print(f"    {row['study_id']} {row['entry']}: {row['field']}: {row['reason']}")

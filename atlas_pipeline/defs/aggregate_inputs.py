@@ -85,6 +85,7 @@ class StateReader:
             deployment.derivations(),
             facts=lambda _: self.partitions,
             marks=self.marks,
+            team=deployment.team_review(),
         )
         for state in states:  # the study the whole knowledge base places it in (not just these documents)
             state.study_id = self.study_of.get(state.key, state.key)

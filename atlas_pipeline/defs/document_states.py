@@ -152,8 +152,9 @@ def document_states(
     ``facts``: where the partitions' facts come from (a reader's cache), else read now."""
     store = deployment.store()
     version, tiers = deployment.extraction_version(), deployment.accepted_tiers()
-    derivations = deployment.derivations()
-    return collect_document_states(instance, store, load_catalog(store), version, only, tiers, derivations, facts)
+    derivations, catalog = deployment.derivations(), load_catalog(store)
+    team = deployment.team_review()
+    return collect_document_states(instance, store, catalog, version, only, tiers, derivations, facts, team=team)
 
 
 def known_keys(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
@@ -173,6 +174,7 @@ def collect_document_states(
     derivations: Derivations | None = None,
     facts: Callable[[list[str]], PartitionFacts] | None = None,
     marks: Mapping[str, str] | None = None,
+    team: bool = False,
 ) -> list[DocumentState]:
     """One state per known document partition (plus catalogued documents not yet registered as partitions; ``only``:
     just these documents): Dagster's facts read here, the states built by the read model (``read_model.states``)."""
@@ -180,7 +182,9 @@ def collect_document_states(
     read = facts(keys) if facts is not None else partition_facts(instance, store, keys)
     runs = {key: read.run_facts(key) for key in keys}
     every = only is None
-    return build_states(store, catalog, runs, version, accepted_tiers, derivations, every_document=every, marks=marks)
+    return build_states(
+        store, catalog, runs, version, accepted_tiers, derivations, every_document=every, marks=marks, team=team
+    )
 
 
 RECORDS_PER_READ = 1000  # Dagster reads at most 10,000 event records at once; a tick may plan 10,000 documents

@@ -33,9 +33,10 @@ def document_review(context: dg.AssetExecutionContext, atlas: AtlasResource) -> 
         wait_for_older_runs(context, batch.keys)  # never merge against an extraction that is being rewritten
     store = atlas.deployment.store()
     accepted, derivations = atlas.deployment.accepted_tiers(), atlas.deployment.derivations()
+    team = atlas.deployment.team_review()
     for key in batch.keys:
         record = values_record(store, key, read_record(store, key, "extraction", ExtractionRecord))
-        review = review_document(record, load_decisions(store, key, withdrawn=True), accepted, derivations)
+        review = review_document(record, load_decisions(store, key, withdrawn=True), accepted, derivations, team)
         if review is None:
             batch.add_metadata(key, {"status": "no extraction", "review_page": atlas.review_link(key)})
             continue

@@ -31,6 +31,7 @@ from atlas_pipeline.knowledge.planning import (
 )
 from atlas_pipeline.review.decisions import decision_marks
 from atlas_pipeline.review.final_values import merged_marks
+from atlas_pipeline.review.study_values import choices_changed_at
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline.store.sensor_marks import SensorMarks
 
@@ -189,9 +190,9 @@ def build_review_sensor(deployment: Deployment) -> dg.SensorDefinition:
             context.log.error(f"review inbox {inbox}: {type(error).__name__}: {error}")
         book = SensorMarks(store, "review_sensor")  # key → the mark of the decisions merged or asked for
         seen, extra = book.read(context.cursor)
-        splits = str(load_splits(store).changed_at)
-        if splits != extra.get(SPLITS_MARK, "0.0"):  # a person split or joined a duplicate group: the aggregates follow
-            context.log.info("duplicate groups changed by a person: refreshing the aggregates")
+        splits = str(max(load_splits(store).changed_at, choices_changed_at(store)))
+        if splits != extra.get(SPLITS_MARK, "0.0"):  # a person split a duplicate group or chose a study's value
+            context.log.info("duplicate groups or a study's values changed by a person: refreshing the aggregates")
             return dg.SensorResult(
                 run_requests=[dg.RunRequest(run_key=f"splits:{splits}", job_name=aggregates_job.name)],
                 cursor=book.cursor(seen, {**extra, SPLITS_MARK: splits}),

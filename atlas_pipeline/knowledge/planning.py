@@ -178,7 +178,7 @@ def aggregates_stale(facts: AggregateFacts) -> str | None:
     if facts.landed_at is not None and facts.landed_at > refreshed:
         return "a document was extracted or reviewed since"
     if facts.changed_at > refreshed:
-        return "the catalog or a duplicate group changed since"
+        return "the catalog, a duplicate group or a study's chosen value changed since"
     if facts.policy_changed:
         return "the acceptance policy, derivation rules or template changed since"
     if facts.ended_badly:

@@ -34,6 +34,7 @@ from atlas_pipeline.core.plausibility import as_number, entry_problems, value_pr
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.export_files import ESCALC_STEMS, EXCLUDED_STEM
 from atlas_pipeline.outputs.study_report import Study
+from atlas_pipeline.outputs.waiting_values import waiting_values
 from atlas_pipeline.review.decisions import value_text
 from atlas_pipeline.review.derivations import DERIVED_TIER
 from atlas_pipeline.store.files import Store
@@ -324,6 +325,7 @@ def study_entries(studies: list[Study], template: Template | None) -> tuple[list
             entry.cells = _plausible(entry, cells, excluded)
             if entry.cells:
                 entries.append(entry)
+        excluded += _waiting(study, template)
         named = {str(e.identity.get("outcome") or "").casefold() for e in entries if e.study_id == study.id}
         for flat in _flat_entries(study, template, excluded):
             if str(flat.identity.get("outcome") or "").casefold() in named:  # the same result typed twice
@@ -334,6 +336,18 @@ def study_entries(studies: list[Study], template: Template | None) -> tuple[list
     entries.sort(key=lambda entry: (entry.study_id, entry.document_key, entry.entry))  # in each report's order
     _note_repeats(entries)
     return entries, excluded
+
+
+def _waiting(study: Study, template: Template) -> list[Excluded]:
+    """The study's values the analysis would read that the team's process has not made final (disputed, uncompared,
+    waiting for the second extraction or a person) and the derivations refused or flagged: named, never pooled."""
+    identity = next((module.identity for module in template.groups if module.name == GROUP), list(IDENTITY))
+    flat = {name: outcome for outcome, fields in FLAT_OUTCOMES.items() for name in fields.values()}
+    return [
+        Excluded(study.id, waiting.entry, waiting.field, waiting.value, waiting.reason)
+        for report in study.reports
+        for waiting in waiting_values(report.key, report.current_review, GROUP, identity, flat)
+    ]
 
 
 def _plausible(entry: Entry, cells: dict[str, Cell], excluded: list[Excluded]) -> dict[str, Cell]:

@@ -54,7 +54,7 @@ from atlas_pipeline.outputs.workbook import neutralise_formulas, truncate_for_ce
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import ACTIONS, REJECT_REASONS, DecisionRefused, coerce_value
 from atlas_pipeline.review.derivations import DERIVED_TIER
-from atlas_pipeline.review.final_values import DocumentReview
+from atlas_pipeline.review.final_values import DocumentReview, FinalField
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.layout import export_path
 from atlas_pipeline.store.records import ExtractionRecord
@@ -158,8 +158,11 @@ FIELD_SCHEMA = {
     "status": pl.String,
     "module": pl.String,
     "field": pl.String,
-    "final_value": pl.String,
+    "final_value": pl.String,  # only what the team's process made final (``review.finality``)
     "provenance": pl.String,
+    "final_state": pl.String,  # final | extracting | disputed | awaiting_review | recheck
+    "waiting_for": pl.String,  # not final: what it waits for and who can settle it
+    "derivation": pl.String,  # a derivation refused or flagged in this field: why
     "decided_by": pl.String,
     "decided_at": pl.String,
     "decision_note": pl.String,
@@ -250,8 +253,11 @@ def document_field_rows(state: DocumentState) -> list[dict]:
                     "status": state.status.value,
                     "module": field.get("module"),
                     "field": name,
-                    "final_value": _text(final.final_value) if final else None,
+                    "final_value": _text(final.final_or_none) if final else None,
                     "provenance": final.provenance if final else "awaiting_review",
+                    "final_state": final.final_state if final else "awaiting_review",
+                    "waiting_for": final.waiting or None if final else None,
+                    "derivation": _derivation_said(final),
                     "decided_by": final.reviewer or None if final else None,
                     "decided_at": final.decided_at or None if final else None,
                     "decision_note": "; ".join(filter(None, [final.reject_reason, final.note])) or None
@@ -269,7 +275,7 @@ def document_field_rows(state: DocumentState) -> list[dict]:
                     "confidence": field.get("confidence"),
                     "tier": field.get("tier"),
                     # waits for a person: the count of the summary, the review page and the Team page
-                    "needs_review": final.waits_for_person if final else True,
+                    "needs_review": final.waits_for_person or not final.is_final if final else True,
                     "page": field.get("page"),
                     "start": field.get("start"),
                     "end": field.get("end"),
@@ -290,7 +296,39 @@ def document_field_rows(state: DocumentState) -> list[dict]:
                     "reviewer": None,
                 }
             )
+        rows += _unmade_rows(state, record, review)
     return rows
+
+
+def _unmade_rows(state: DocumentState, record: ExtractionRecord, review: DocumentReview | None) -> list[dict]:
+    """A row for each derivation refused or flagged in a field the document does not have (an entry a person added
+    without it): no value, and why none was derived."""
+    rows = []
+    for name, derivation in (review.unmade_derivations if review else {}).items():
+        row: dict[str, object] = dict.fromkeys(FIELD_SCHEMA)
+        row |= {
+            "document_key": state.key,
+            "study_id": state.study_id or state.key,
+            "status": state.status.value,
+            "module": derivation.get("module"),
+            "field": name,
+            "provenance": "not_derived",  # no value: nothing to decide but what the derivation waits for
+            "final_state": "awaiting_review",
+            "derivation": _derivation_said(derivation),
+            "needs_review": False,
+            "sha256": record.sha256,
+            "extraction_version": record.extraction_version,
+        }
+        rows.append(row)
+    return rows
+
+
+def _derivation_said(final: FinalField | dict | None) -> str | None:
+    """A derivation refused or flagged in the field: ``refused (sd_from_p): p_value_comparison: a threshold …``."""
+    derivation = (final if isinstance(final, dict) else final.derivation if final is not None else None) or {}
+    if derivation.get("state") not in ("refused", "flagged"):
+        return None
+    return f"{derivation['state']} ({derivation.get('formula', '')}): {derivation.get('reason', '')}"
 
 
 def fields_frame(states: list[DocumentState]) -> pl.DataFrame:
@@ -357,7 +395,7 @@ def approved_rows(state: DocumentState, template: Template | None) -> list[dict]
     row: dict = {"document_key": state.key, "sha256": review.sha256, "approved_at": review.reviewed_at}
     for field in template.fields if template else []:
         final = review.fields.get(field.name)
-        row[field.name] = _typed(final.final_value if final else None, field)
+        row[field.name] = _typed(final.final_or_none if final else None, field)
     return [row]
 
 
@@ -413,7 +451,7 @@ def group_rows(state: DocumentState, group: TemplateModule) -> list[dict]:
             continue  # (an entry number no group holds came in by hand: no decision path lets one in)
         row = rows.setdefault(entry, {"document_key": state.key, "status": state.status.value, "entry": entry})
         final = review.fields.get(name) if review else None
-        row[bare] = _typed(final.final_value, field) if final is not None and final.decided else None
+        row[bare] = _typed(final.final_or_none, field) if final is not None else None
         row[f"{bare}__model"] = _typed(extracted.get("value"), field)
         row[f"{bare}__provenance"] = final.provenance if final else "awaiting_review"
         row[f"{bare}__tier"] = extracted.get("tier")

@@ -31,6 +31,7 @@ import io
 import math
 import re
 from collections.abc import Iterable
+from statistics import NormalDist
 from typing import Any
 
 from atlas_pipeline.core.redaction import redact
@@ -38,7 +39,7 @@ from atlas_pipeline.core.statuses import WENT_THROUGH, DocumentStatus
 from atlas_pipeline.core.templates import Template
 from atlas_pipeline.outputs.analysis_files import RATIOS, Entry, arm_rows, entry_key
 from atlas_pipeline.outputs.export_files import REVMAN_STEMS
-from atlas_pipeline.outputs.study_labels import study_labels
+from atlas_pipeline.outputs.study_labels import study_labels, study_year
 from atlas_pipeline.outputs.study_report import Study
 from atlas_pipeline.outputs.workbook import neutralise_text
 from atlas_pipeline.read_model.document_state import DocumentState
@@ -98,15 +99,6 @@ def _short(quote: str | None) -> str:
     return quote if len(quote) <= QUOTE_LENGTH else quote[: QUOTE_LENGTH - 1] + "…"
 
 
-def _year(study: Study) -> str:
-    value = study.values.get("study_id")
-    found = re.search(r"\b(19|20)\d\d\b", _text(value.value if value else ""))
-    if found:
-        return found.group(0)
-    year = next((r.parse.year for r in study.reports if r.parse and r.parse.year), None)
-    return str(year) if year else ""
-
-
 def _described(study: Study, template: Template | None, modules: Iterable[str]) -> str:
     parts: list[str] = []
     if template is None:
@@ -150,7 +142,7 @@ def study_information_rows(studies: list[Study], template: Template | None, labe
         rows.append(
             {
                 "Study": labels[study.id],
-                "Year": _year(study),
+                "Year": study_year(study),
                 "Data source": DATA_SOURCE,
                 "Char: Methods": _described(study, template, METHODS_MODULES),
                 "Char: Participants": _described(study, template, PARTICIPANTS_MODULES),
@@ -260,18 +252,35 @@ def study_result_rows(
         columns = ("Exp mean", "Exp CI start", "Exp CI end") if measure in RATIOS else ("Mean", "CI start", "CI end")
         numbers = (row["estimate"], row["ci_lower"], row["ci_upper"])
         names = dict(zip(columns, ("effect_estimate", "ci_lower", "ci_upper"), strict=True))
-        # a difference's SE as escalc computed it (with t for small groups), so that RevMan's variance is metafor's
-        se = {"SE": _number(math.sqrt(row["vi"]))} if measure not in RATIOS else {}
+        level = float(row["ci_level"] or 95)
+        # a difference's SE as escalc computed it (with t for small groups), so that RevMan's variance is metafor's —
+        # at 95% only: from a CI of another level RevMan computes the SE itself (normal z), so the CI goes alone and
+        # the footnote says both SEs
+        se = {"SE": _number(math.sqrt(row["vi"]))} if measure not in RATIOS and level == 95 else {}
+        said = f"; SE {row['arithmetic']}" if se else ""
+        if measure not in RATIOS and level != 95:
+            said = f"; {_other_level(row, level)}"
         _add(
             rows[row["study_id"]],
             _empty(label, outcome, data_type)
             | {"Effect measure": EFFECT_MEASURES[measure], "Arm": _arm_name(row, "intervention")}
-            | {"Reference arm": _arm_name(row, "comparator"), "CI level": _number(row["ci_level"] or 95)}
+            | {"Reference arm": _arm_name(row, "comparator"), "CI level": _number(level)}
             | {column: _number(value) for column, value in zip(columns, numbers, strict=True)}
             | se
-            | {"Footnotes": _footnote(entry, row, names) + (f"; SE {row['arithmetic']}" if se else "")},
+            | {"Footnotes": _footnote(entry, row, names) + said},
         )
     return [row for study in studies for row in rows[study.id]]
+
+
+def _other_level(row: dict, level: float) -> str:
+    """What RevMan makes of a difference's CI of another level than 95% (it computes the SE from the CI with the
+    normal z of that level), beside what escalc's ``vi`` holds (t with each group under 60, as the Handbook says)."""
+    z = NormalDist().inv_cdf(0.5 + level / 200)
+    revman = (row["ci_upper"] - row["ci_lower"]) / (2 * z)
+    return (
+        f"{level:g}% CI: no SE written — RevMan computes it from the CI, (upper − lower) / (2 × {z:.4f}) = "
+        f"{revman:.4f}; escalc's vi: SE {row['arithmetic']}"
+    )
 
 
 RESULT_KEY = ("Study", "Outcome", "Data type", "Effect measure", "Arm", "Reference arm")

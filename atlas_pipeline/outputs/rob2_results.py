@@ -110,18 +110,21 @@ def _results(study: Study) -> dict[str, tuple[str, tuple[str, str], str, int]]:
     return found
 
 
-def _disputed(study: Study, name: str) -> bool:
-    """Whether the reviewers of a report that gives the study's ``name`` answered it differently, unsettled."""
-    for fields in study.where.values():
-        found = fields.get(name)
-        if found is None:
-            continue
-        report, record = found
+def _disputed(study: Study) -> dict[str, set[str]]:
+    """Per result (its label folded), the answers and overrides a report's reviewers gave differently, unsettled:
+    not final (``review.finality``), so not among the study's values — named as conflicts, never judged from."""
+    found: dict[str, set[str]] = {}
+    for report in study.reports:
         review = getattr(report, "current_review", None)
-        final = review.fields.get(record) if review is not None else None
-        if final is not None and getattr(final, "disagreement", None):
-            return True
-    return False
+        fields = getattr(review, "fields", None) or {}
+        for name, final in fields.items():
+            group, entry, bare = entry_field_parts(name)
+            if group != GROUP or entry is None or getattr(final, "final_state", "") != "disputed":
+                continue
+            identity = {key: _label_value(fields, f"{GROUP}[{entry}].{key}") for key in IDENTITY}
+            if identity[IDENTITY[0]] not in (None, ""):
+                found.setdefault(entry_label(GROUP, identity).casefold(), set()).add(bare)
+    return found
 
 
 def assess_study(study: Study, template: Template | None) -> list[ResultAssessment]:
@@ -137,7 +140,7 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
         if name.startswith(prefix):
             label, _, bare = name.rpartition(".")
             labels.setdefault(label, {})[bare] = name
-    results = _results(study)
+    results, disputed = _results(study), _disputed(study)
     folded = {label.casefold() for label in labels}
     for key, (label, _, _, _) in results.items():
         if key not in folded:
@@ -153,11 +156,14 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
         given: dict[str, tuple[str, str, str, int]] = {}  # question → (answer, its support, report, entry)
         for domain in tool.domains:
             for question in domain.questions:
+                if question_field(question.id) in disputed.get(label.casefold(), set()):
+                    assessment.conflicts.append(question.id)  # a report's reviewers disagree: not final
+                    continue
                 name = names.get(question_field(question.id))
                 value = study.values.get(name) if name else None
                 if value is None:
                     continue
-                if value.state == "conflict" or _disputed(study, name):
+                if value.state == "conflict":
                     assessment.conflicts.append(question.id)  # reports, or a report's reviewers, disagree
                     continue
                 if value.value in (None, ""):
@@ -184,7 +190,9 @@ def assess_study(study: Study, template: Template | None) -> list[ResultAssessme
         for code in CODES:
             name = names.get(override_field(code))
             value = study.values.get(name) if name else None
-            if value is not None and (value.state == "conflict" or _disputed(study, name)):
+            if override_field(code) in disputed.get(label.casefold(), set()) or (
+                value is not None and value.state == "conflict"
+            ):
                 assessment.conflicts.append(f"{code} override")
                 continue
             judgement = judgement_of(value.value) if value is not None else None

@@ -36,6 +36,19 @@ def surname_of(author: str) -> str:
     return words[-1] if words else ""  # "Darren A DeWalt", "Darren A LI"
 
 
+YEAR = re.compile(r"\b(19|20)\d\d\b")
+
+
+def study_year(study: Study) -> str:
+    """The study's year: the one its ``study_id`` value names, else the first its reports give (any of them)."""
+    value = study.values.get("study_id")
+    found = YEAR.search(_text(value.value) if value is not None and value.state != "conflict" else "")
+    if found:
+        return found.group(0)
+    year = next((r.parse.year for r in study.reports if r.parse and r.parse.year), None)
+    return str(year) if year else ""
+
+
 def study_labels(studies: list[Study]) -> dict[str, str]:
     """Each study's RevMan name (``Study``): first author and year, made unique with a, b … as Cochrane does."""
     wanted: dict[str, str] = {}
@@ -44,9 +57,10 @@ def study_labels(studies: list[Study]) -> dict[str, str]:
         label = _text(value.value) if value is not None and value.state != "conflict" else ""
         if not label:
             parsed = next((r.parse for r in study.reports if r.parse and r.parse.authors), None)
-            if parsed is not None:
-                surname = surname_of(parsed.authors[0])
-                label = f"{surname} {parsed.year}" if surname and parsed.year else surname
+            label = surname_of(parsed.authors[0]) if parsed is not None else ""
+        year = study_year(study)
+        if label and year and not YEAR.search(label):  # "Adams" → "Adams 2019": Cochrane's "Author Year"
+            label = f"{label} {year}"
         wanted[study.id] = label or study.id
     counts: dict[str, int] = {}
     for label in wanted.values():

@@ -33,20 +33,22 @@ def build_states(
     derivations: Derivations | None = None,
     every_document: bool = False,
     marks: Mapping[str, str] | None = None,
+    team: bool = False,
 ) -> list[DocumentState]:
     """One state per document of ``facts`` (in its order; ``every_document``: they are all the known documents).
 
     An extraction made with another extraction ``version`` (template, custom fields or instructions, strategy,
     mode, model, prompt, grading) is stale: the document counts as pending and its old values stay out of the
     exports, so two versions are never mixed. ``marks``: the decision logs' marks when the caller read them already
-    (``review.decisions.decision_marks``)."""
+    (``review.decisions.decision_marks``). ``team``: people log in — values are final once compared
+    (``review.finality``)."""
     keys = list(facts)
     duplicates = load_groups(store).duplicate_of
     one_by_one = not every_document and len(keys) <= MARKS_READ_ONE_BY_ONE
     if marks is None:
         marks = decision_marks(store, keys) if one_by_one else decision_marks(store)
     states = [
-        _state(store, key, catalog, facts[key], version, accepted_tiers, derivations, marks.get(key, ""))
+        _state(store, key, catalog, facts[key], version, accepted_tiers, derivations, marks.get(key, ""), team)
         for key in keys
     ]
     for state in states:
@@ -68,6 +70,7 @@ def _state(
     accepted_tiers: frozenset[str],
     derivations: Derivations | None,
     mark: str,
+    team: bool = False,
 ) -> DocumentState:
     entry = catalog.entries.get(key)
     state = DocumentState(
@@ -99,7 +102,7 @@ def _state(
             state.extraction = kept
             facts = replace(facts, kept=True, kept_from=kept.extracted_at[:10])
         # decisions made since the last merge show at once (the page, `atlas run`)
-        state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark)
+        state.review = current_review(store, state.extraction, state.review, accepted_tiers, derivations, mark, team)
         review = state.current_review
         if review is not None and review.approved:
             facts = replace(facts, approval=review.summary())

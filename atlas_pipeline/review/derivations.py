@@ -35,6 +35,7 @@ class FinalField(Protocol):
     provenance: str
     quote: str | None
     corrected_quote: str | None
+    final_state: str  # ``review.finality``: a disputed input holds a derivation back
 
 
 class DerivationInput(BaseModel):
@@ -86,6 +87,16 @@ def _given(final: FinalField | None) -> bool:
     )
 
 
+def _accepted(final: FinalField) -> bool:
+    """An input a derivation may use: accepted, and not disputed between two people (``review.finality``: a value
+    still being extracted by a team is compared with the derived value later, so it may be used)."""
+    return final.provenance in ACCEPTED and final.final_state != "disputed"
+
+
+def _state_words(final: FinalField) -> str:
+    return "disputed" if final.final_state == "disputed" else final.provenance.replace("_", " ")
+
+
 def _quote(final: FinalField) -> str | None:
     return final.corrected_quote or final.quote
 
@@ -127,9 +138,9 @@ def _derive(
         for role, spec in [*rule.inputs.items(), *((bare, bare) for bare in rule.when)]
         for bare in [part.strip() for part in spec.split(" - ")]
     ]
-    held = [bare for bare in dict.fromkeys(used) if fields[bare].provenance not in ACCEPTED]
+    held = [bare for bare in dict.fromkeys(used) if not _accepted(fields[bare])]
     if held:
-        said = ", ".join(f"{name(bare)} is {fields[bare].provenance.replace('_', ' ')}" for bare in held)
+        said = ", ".join(f"{name(bare)} is {_state_words(fields[bare])}" for bare in held)
         return DerivedValue(**base, state="refused", inputs=inputs, reason=f"not from an unaccepted input: {said}")
     for role, spec in rule.inputs.items():
         if role == "p":  # a threshold ("p < 0.001") is no number to compute with, wherever it says so

@@ -41,6 +41,7 @@ from atlas_pipeline.review.decisions import (
 from atlas_pipeline.review.derivations import DERIVED_TIER, Derivations
 from atlas_pipeline.review.entry_alignment import align_entries
 from atlas_pipeline.review.extraction_team import comparison
+from atlas_pipeline.review.finality import FinalState, Process, process_of, settle
 from atlas_pipeline.review.person_quotes import QuoteCheck
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
@@ -95,10 +96,25 @@ class FinalField(BaseModel):
     # a value the paper does not write, derived from accepted ones (``review.derived_values``): formula, inputs with
     # their quotes, arithmetic — or why it could not be (refused: an input not accepted; flagged: a cautioned method)
     derivation: dict[str, Any] | None = None
+    # the team's process (``review.finality``): ``final`` only when it made the value final; else what it waits for
+    final_state: FinalState = "awaiting_review"
+    waiting: str = ""  # not final: what it waits for and who can settle it
+    set_aside: list[str] = Field(default_factory=list)  # adjudicators whose decision came before the comparison
 
     @property
     def decided(self) -> bool:
+        """Someone decided (or the policy accepted) it — final or not: what the page shows as decided."""
         return self.provenance in FINAL
+
+    @property
+    def is_final(self) -> bool:
+        """The one test every reader of final values applies (``review.finality``)."""
+        return self.final_state == "final"
+
+    @property
+    def final_or_none(self) -> Any:
+        """The final value when the process made it final, else None (a reader of final values sees no other)."""
+        return self.final_value if self.is_final else None
 
     @property
     def waits_for_person(self) -> bool:
@@ -123,6 +139,10 @@ class DocumentReview(BaseModel):
     decision_mark: str = ""  # the decision log merged (``decisions.decision_marks``)
     accepted_tiers: list[str] = Field(default_factory=list)  # the team's policy it was made with
     derivation_rules: str = ""  # the derivation rules it was made with (``Derivations.fingerprint``)
+    team: bool | None = None  # whether it was merged as a team's review (``review.finality``); None: before the rule
+    # derivations refused or flagged in a field the document does not have (an entry a person added without it):
+    # field → the derivation and why it was not made — named in the exports, never a value
+    unmade_derivations: dict[str, dict[str, Any]] = Field(default_factory=dict)
     reviewed_at: str = ""
 
     @property
@@ -155,12 +175,14 @@ def review_field(
     accepted_tiers: frozenset[str],
     fields: dict[str, Any] | None = None,
     compared: dict[str, list[str]] | None = None,
+    process: Process | None = None,
 ) -> FinalField:
     """One field's final value from the model's answer and the decisions on it (oldest first). ``fields``: all the
     extracted fields, to tell whether an entry of a group is still the one a decision was made on. ``compared``: the
     document's extractors once every one has completed (``extraction_team.comparison``; extractor → what they did
     not see): an extractor who left the field undecided counts with what they left — the model's value, or no value
-    when they did not see the models — so a value only one of them entered is a difference too."""
+    when they did not see the models — so a value only one of them entered is a difference too. ``process``: the
+    team's process on the document: an adjudicator's decision made before its comparison opened is set aside."""
     model_value = extracted.get("value")
     base = FinalField(
         field=name,
@@ -177,6 +199,11 @@ def review_field(
     current = [d for d in decisions if same_value(d.made_on.model_value, model_value) and _same_entry(d, fields or {})]
     if current and decisions[-1] is not current[-1]:
         current = []
+    early = [d for d in current if d.role == "adjudicator" and process is not None and not process.counts(d)]
+    if early:  # settled nothing: there was nothing compared to settle
+        base.set_aside = sorted({decision.reviewer for decision in early})
+        current = [decision for decision in current if all(decision is not other for other in early)]
+        decisions = [decision for decision in decisions if all(decision is not other for other in early)]
     latest_by_reviewer: dict[str, Decision] = {}
     for decision in current:
         if decision.role != "adjudicator" and (compared is None or decision.reviewer in compared):
@@ -247,22 +274,24 @@ def review_document(
     decisions: list[Decision],
     accepted_tiers: frozenset[str],
     derivations: Derivations | None = None,
+    team: bool = False,
 ) -> DocumentReview | None:
     """The document's review, or None when it has no extraction yet. ``decisions``: its decision log (withdrawals
     included or not: they are applied here; the review's mark is the mark of the log given). ``derivations``: the
     template's rules for values the paper does not write — a value derived from accepted ones is then proposed in
-    its empty field, with the tier ``derived``, and decided like any model value."""
+    its empty field, with the tier ``derived``, and decided like any model value. ``team``: people log in, so the
+    document's values are final only once its extractions are compared (``review.finality``)."""
     if record is None:
         return None
     log, decisions = decisions, counting(decisions)
     compared = comparison(decisions)  # both extractions complete: their differences wait for the adjudicator
-    in_progress = any(decision.action == "complete" for decision in decisions)
+    process = process_of(decisions, team)
     extracted = record.values()  # skip mode: every field empty, for a person to extract by hand
     reviewable = bool(extracted) and record.status.value not in ("failed", "skipped")
     by_field = decisions_by_field(record, decisions, derivations)
     decisions = [decision for field in by_field.values() for decision in field]
     fields = {
-        name: review_field(name, field, by_field.get(name, []), accepted_tiers, extracted, compared)
+        name: review_field(name, field, by_field.get(name, []), accepted_tiers, extracted, compared, process)
         for name, field in extracted.items()
     }
     for name, added in by_field.items():  # entries of a group the model missed, added by a person
@@ -283,21 +312,23 @@ def review_document(
                 decisions=len(added),
             )
             continue
-        final = review_field(name, {"module": entry_field_parts(name)[0]}, added, accepted_tiers, extracted, compared)
+        module = {"module": entry_field_parts(name)[0]}
+        final = review_field(name, module, added, accepted_tiers, extracted, compared, process)
         if final.provenance == "reviewer_corrected":
             final.provenance = "reviewer_added"
         fields[name] = final
-    if derivations is not None:
-        _propose_derived(fields, extracted, by_field, accepted_tiers, derivations)
+    _settle(fields, process)
+    unmade: dict[str, dict[str, Any]] = {}
+    if derivations is not None:  # from settled inputs: a disputed one holds a derivation back
+        unmade = _propose_derived(fields, extracted, by_field, accepted_tiers, derivations, process)
+        _settle(fields, process)
     counts = Counter(field.provenance for field in fields.values())
     return DocumentReview(
         key=record.key,
         sha256=record.sha256,
         extraction_version=record.extraction_version,
         extracted_at=record.extracted_at,
-        approved=reviewable
-        and not (in_progress and compared is None)  # an extraction completed, the other still open: not yet
-        and all(field.decided and not field.disagreement for field in fields.values()),  # settled, not the latest
+        approved=reviewable and all(field.is_final for field in fields.values()),  # the process made each final
         reviewable=reviewable,
         fields=fields,
         counts={name: counts.get(name, 0) for name in PROVENANCES},
@@ -307,8 +338,16 @@ def review_document(
         decision_mark=log_mark([decision_file(decision) for decision in log]) if log else "",
         accepted_tiers=sorted(accepted_tiers),
         derivation_rules=derivations.fingerprint if derivations is not None else "",
+        team=team,
+        unmade_derivations=unmade,
         reviewed_at=now_iso(),
     )
+
+
+def _settle(fields: dict[str, FinalField], process: Process) -> None:
+    """Each field's final state under the team's process: the one rule (``review.finality.settle``)."""
+    for field in fields.values():
+        field.final_state, field.waiting = settle(field, process, field.set_aside)
 
 
 def decisions_by_field(
@@ -331,15 +370,20 @@ def _propose_derived(
     by_field: dict[str, list[Decision]],
     accepted_tiers: frozenset[str],
     derivations: Derivations,
-) -> None:
+    process: Process,
+) -> dict[str, dict[str, Any]]:
     """Each value derivable from the accepted ones, in its empty field, decided like a model value of tier
     ``derived`` (a decision is made on the value shown: a derivation whose result changes asks for a recheck);
-    a refused or flagged derivation is kept on the field, its value unchanged, saying why."""
+    a refused or flagged derivation is kept on the field, its value unchanged, saying why — or, where the document
+    has no such field, returned (field → the derivation)."""
+    unmade: dict[str, dict[str, Any]] = {}
     for derived in derivations.derive(fields):
         current = fields.get(derived.field)
         if derived.state != "derived":
             if current is not None:
                 current.derivation = derived.model_dump()
+            else:
+                unmade[derived.field] = derived.model_dump()
             continue
         proposal = {
             "value": derived.value,
@@ -347,9 +391,11 @@ def _propose_derived(
             "quote": derived.arithmetic,
             "module": derived.module,
         }
-        final = review_field(derived.field, proposal, by_field.get(derived.field, []), accepted_tiers, extracted)
+        decided = by_field.get(derived.field, [])
+        final = review_field(derived.field, proposal, decided, accepted_tiers, extracted, None, process)
         final.derivation = derived.model_dump()
         fields[derived.field] = final
+    return unmade
 
 
 def applies_to(
@@ -357,9 +403,10 @@ def applies_to(
     record: ExtractionRecord | None,
     accepted_tiers: frozenset[str] | None = None,
     derivations: Derivations | None = None,
+    team: bool | None = None,
 ) -> bool:
-    """Whether a stored review was made from this very extraction (and with this policy and these derivation
-    rules, when given)."""
+    """Whether a stored review was made from this very extraction (and with this policy, these derivation rules and
+    as a team's review or not, when given)."""
     return (
         review is not None
         and record is not None
@@ -367,6 +414,7 @@ def applies_to(
         and review.extracted_at in ("", record.extracted_at)  # "": a review stored before it was recorded
         and (accepted_tiers is None or set(review.accepted_tiers) == set(accepted_tiers))
         and (derivations is None or review.derivation_rules == derivations.fingerprint)
+        and (team is None or review.team is team)
     )
 
 
@@ -377,16 +425,18 @@ def current_review(
     accepted_tiers: frozenset[str],
     derivations: Derivations | None = None,
     decision_mark: str | None = None,
+    team: bool = False,
 ) -> DocumentReview | None:
     """The stored review when it was made from this extraction with this policy and rules (and, given the decision
     log's ``decision_mark``, from these decisions), else one merged now (an extraction made before reviews existed, a
     policy changed since, a decision made since): the exports and the pages never wait for a run."""
     fresh = decision_mark is None or (stored is not None and stored.decision_mark == decision_mark)
-    if fresh and applies_to(stored, record, accepted_tiers, derivations):
+    if fresh and applies_to(stored, record, accepted_tiers, derivations, team):
         return stored
     if record is None:
         return None
-    return review_document(record, load_decisions(store, record.key, withdrawn=True), accepted_tiers, derivations)
+    decisions = load_decisions(store, record.key, withdrawn=True)
+    return review_document(record, decisions, accepted_tiers, derivations, team)
 
 
 def merged_marks(store: Store, keys: Iterable[str]) -> dict[str, str]:

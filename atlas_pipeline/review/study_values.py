@@ -1,16 +1,19 @@
 """A study's values reconciled across its reports: the same value in each is the study's; reports that say
 different things are a conflict until a person chooses, and the choice is kept in an append-only log.
 
-Only accepted values count (a report's final value: approved, corrected, added by a person, or verified under the
-team's policy; never a rejected or undecided one). An entry of a repeating group is matched across reports by its
-identity values (outcome, time point, arms), not by its number, which differs from report to report. A choice
-applies while the reports say what they said when it was made; when one of them changes, the conflict opens again.
+Only final values count (``review.finality``: approved, corrected, added by a person, or verified under the team's
+policy — and, with a team, compared and agreed or settled; never a rejected, undecided, disputed or uncompared
+one). An entry of a repeating group is matched across reports by its identity values (outcome, time point, arms),
+not by its number, which differs from report to report. A choice applies while the reports say what they said when
+it was made; when one of them changes, the conflict opens again.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -71,9 +74,9 @@ def report_fields(review: DocumentReview | None, template: Template, report: str
     if review is None:
         return {}
 
-    def accepted(name: str) -> bool:
+    def accepted(name: str) -> bool:  # final as the team's process made it (``review.finality``): nothing else
         final = review.fields.get(name)
-        return final is not None and final.decided and final.provenance != "rejected" and final.final_value is not None
+        return final is not None and final.is_final and final.provenance != "rejected" and final.final_value is not None
 
     def label_value(name: str) -> object:
         final = review.fields.get(name)
@@ -177,6 +180,16 @@ def choose(
     path = f"{STUDY_CHOICES}/{study}/{file_stamp(choice.decided_at)}-{choice.id}.json"
     store.write_json(path, choice.model_dump(mode="json"))
     return choice
+
+
+def choices_changed_at(store: Store) -> float:
+    """When a person last chose a study's value (from the log's file names alone, nothing read), or 0: the aggregates
+    are made again after a choice, as after a decision (``atlas run``, the review sensor)."""
+    newest = max((path.rsplit("/", 1)[-1].split("-", 1)[0] for path in store.files(STUDY_CHOICES)), default="")
+    try:
+        return datetime.strptime(newest, "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=UTC).timestamp() if newest else 0.0
+    except ValueError:
+        return time.time()  # a name this version did not write: count it as new
 
 
 def load_choices(store: Store) -> dict[str, list[StudyChoice]]:

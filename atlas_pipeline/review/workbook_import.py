@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from atlas_pipeline.core.clock import now_iso
 from atlas_pipeline.core.hashing import sha256_of
 from atlas_pipeline.core.redaction import redact
-from atlas_pipeline.core.templates import Template
+from atlas_pipeline.core.templates import Template, entry_field_parts
 from atlas_pipeline.extraction.kept_extraction import reviewed_extraction
 from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.review.decisions import (
@@ -268,6 +268,11 @@ def import_workbook(
             refusal = may_decide(record.key) if may_decide is not None else None
             if refusal:
                 raise DecisionRefused(refusal)
+            if template.rob2 is not None and entry_field_parts(outcome.field)[0] == template.rob2.name:
+                raise DecisionRefused(  # its rules (conditions, NI's note, overrides of judged domains) are the panel's
+                    "RoB 2 is answered on the document's RoB 2 panel, a domain at a time, where its rules apply: "
+                    "not from a workbook"
+                )
             recorded = decide(
                 store,
                 record,

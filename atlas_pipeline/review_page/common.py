@@ -75,9 +75,9 @@ class Standing:
 
 def standing_for(page: ReviewPage, request: Request, key: str, role: str, form: Any) -> Standing:
     """With logins, the server's say (``DecisionRefused`` when the person may not decide on ``key`` now): an
-    adjudicator or admin who is not one of its extractors settles — never before every extraction is complete once
-    one has started; an extractor extracts, within the team's rules (``Team.refusal``). Without logins, what the
-    reviewer chose (``role``, the independent pass in ``form``)."""
+    adjudicator or admin who is not one of its extractors settles — never before every extraction is complete (an
+    assigned document not started, an unassigned one: nothing compared yet); an extractor extracts, within the team's
+    rules (``Team.refusal``). Without logins, what the reviewer chose (``role``, the independent pass in ``form``)."""
     decisions = load_decisions(page.store, key)
     user = page.user(request)
     if user is None or not page.logins():
@@ -91,8 +91,13 @@ def standing_for(page: ReviewPage, request: Request, key: str, role: str, form: 
             raise DecisionRefused(
                 f"you extract {key} yourself: its differences are settled once every extraction is complete"
             )
-        if team.started and not team.open:
+        if not team.open:  # an adjudicator settles what was compared: before that there is nothing to settle
             waiting = [name for name in team.extractors if name not in team.completed]
+            if not team.extractors:
+                raise DecisionRefused(
+                    f"no extraction of {key} is complete yet: an adjudicator settles its values once its extractors "
+                    "have extracted and compared them (assign two on the Team page)"
+                )
             raise DecisionRefused(
                 f"{key} is being extracted by {' and '.join(team.extractors)}: an adjudicator settles it once every "
                 f"extraction is complete (waiting for {' and '.join(waiting) or 'a second extractor'})"

@@ -57,6 +57,23 @@ def _cell_evidence(page: ReviewPage, key: str, given: CellQuote | None) -> dict[
     return quote_evidence(page, key, given.quote, given.page, given.words) if given is not None else {}
 
 
+def _next_entry(page: ReviewPage, key: str, record, reviewer: str, standing: Standing) -> int:
+    """The number a person's new entry takes. A person's entries are numbered from ADDED_FROM (a model's entry never
+    takes their number later). An extractor working blind takes every n-th number of their own (the n extractors
+    interleaved, in the team's order): the number says nothing of how many entries the others added."""
+    taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
+    decisions = load_decisions(page.store, key)
+    extractors = page.team(key).extractors if "reviewers" in standing.blind_to else []
+    if reviewer not in extractors:
+        taken |= {entry_field_parts(d.field)[1] for d in decisions}
+        return max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
+    taken |= {entry_field_parts(d.field)[1] for d in decisions if d.reviewer == reviewer}
+    number = ADDED_FROM + extractors.index(reviewer)
+    while number in taken:
+        number += len(extractors)
+    return number
+
+
 def _add_entry(
     page: ReviewPage,
     key: str,
@@ -71,10 +88,7 @@ def _add_entry(
     """Record a person's new entry of ``group`` (``given``: field → value) on the next free entry number; every
     value is checked before any is recorded. Returns the entry's number."""
     values = _check_entry(group, given)
-    taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
-    taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
-    # a person's entries are numbered from ADDED_FROM: a model's entry never takes their number later
-    number = max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
+    number = _next_entry(page, key, record, reviewer, standing)
     if not entry_in_range(number, group.max_entries):
         raise DecisionRefused(f"{group.name} holds at most {group.max_entries} entries added by people")
     for field, value in values:

@@ -17,7 +17,7 @@ from atlas_pipeline.core.templates import entry_field_parts
 from atlas_pipeline.outputs.agreement_report import agreement_rows
 from atlas_pipeline.parsing.citation import short_authors
 from atlas_pipeline.read_model.document_state import DocumentState
-from atlas_pipeline.review.decisions import load_decisions, value_text
+from atlas_pipeline.review.decisions import counting, load_decisions, value_text
 from atlas_pipeline.review.extraction_team import comparison
 from atlas_pipeline.review.final_values import decisions_by_field
 from atlas_pipeline.review_page.common import TEMPLATES, refused_page
@@ -86,9 +86,18 @@ def _state_rows(page: ReviewPage, request: Request) -> list[dict[str, Any]]:
     states = page.states()
     hidden = page.hidden_documents(request, [state.key for state in states])
     rows = [_state_row(state) for state in states]
+    user = page.user(request)
     for row in rows:
-        if row["key"] in hidden:
-            row["disagreements"] = 0
+        if row["key"] in hidden:  # no trace of the others' work: their counts, their names, what is left after them
+            mine = [d for d in counting(load_decisions(page.store, row["key"])) if user and d.reviewer == user.name]
+            row |= {
+                "to_review": None,
+                "recheck": 0,
+                "decisions": sum(1 for decision in mine if decision.on_a_field),
+                "reviewers": user.name if user and mine else "",
+                "disagreements": 0,
+                "review_state": "extracting independently",
+            }
     return rows
 
 

@@ -127,7 +127,11 @@ class ReviewPage:
                 review = None
                 if "models" not in unseen:
                     review = review_document(
-                        state.extraction, mine, self.deployment.accepted_tiers(), self.deployment.derivations()
+                        state.extraction,
+                        mine,
+                        self.deployment.accepted_tiers(),
+                        self.deployment.derivations(),
+                        team=True,  # their own values: waiting for the comparison, never pooled
                     )
                 state = replace(state, review=review)
             shown.append(state)

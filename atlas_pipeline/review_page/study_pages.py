@@ -14,6 +14,7 @@ from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.knowledge.studies import link, unlink
 from atlas_pipeline.outputs.study_labels import study_labels
 from atlas_pipeline.outputs.study_report import Study, studies
+from atlas_pipeline.outputs.waiting_values import waiting_values
 from atlas_pipeline.review.decisions import DecisionRefused
 from atlas_pipeline.review.study_values import choose, load_choices
 from atlas_pipeline.review_page.page_state import ReviewPage
@@ -44,8 +45,16 @@ def study_detail(request: Request, templates: Jinja2Templates, error: str = "", 
     if study is None:
         return PlainTextResponse(f"no study {study_id!r}", status_code=404)
     user = page.user(request)
+    template = page.template()
+    identity = next((module.identity for module in template.groups if module.name == "outcomes"), [])
+    waiting = [  # what the team's process has not made final: never offered to take, named with who can settle it
+        item
+        for report in study.reports
+        for item in waiting_values(report.key, report.current_review, "outcomes", identity, {}, every=True)
+    ]
     context = {
         "study": study,
+        "waiting": waiting,
         "label": study_labels(found).get(study.id, study.id),
         "may_settle": user is None or user.may_settle(),
         "others": [s for s in found if s.id != study.id],

@@ -39,7 +39,10 @@ def fresh_review(page: ReviewPage, state: DocumentState) -> DocumentReview | Non
     if state.extraction is None or state.stale:
         return state.current_review
     decisions = load_decisions(page.store, state.key, withdrawn=True)
-    return review_document(state.extraction, decisions, page.deployment.accepted_tiers(), page.deployment.derivations())
+    deployment = page.deployment
+    return review_document(
+        state.extraction, decisions, deployment.accepted_tiers(), deployment.derivations(), team=page.logins()
+    )
 
 
 def extractions(page: ReviewPage, states: list[DocumentState]) -> dict[str, Extractions]:

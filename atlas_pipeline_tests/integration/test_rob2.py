@@ -15,6 +15,7 @@ from atlas_pipeline.cli.run import print_exports
 from atlas_pipeline.core.rob2_module import GROUP
 from atlas_pipeline.deployment import Deployment
 from atlas_pipeline.review.decisions import DecisionRefused, DecisionRequest, decide, load_decisions
+from atlas_pipeline.review.workbook_import import import_workbook
 from atlas_pipeline.store.files import Store
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.helpers import http_request, post_form, serve
@@ -210,6 +211,27 @@ def test_rob2_from_the_model_through_two_reviewers_to_the_files(rob2_run, llm_se
     with open(f"{exports}/atlas_rob2_summary.svg", encoding="utf-8") as handle:
         summary = handle.read()
     assert "2 result(s)" in summary and 'data-judgement="Low"' in summary
+
+    # a workbook does not go round the panel's rules (NI without what was looked for, a question not asked, an
+    # override of a domain not judged): a row on RoB 2 is refused, and says where RoB 2 is answered
+    sheet = book["fields"]
+    header = [cell.value for cell in sheet[1]]
+    column = {name: header.index(name) + 1 for name in header}
+    rows = {sheet.cell(n, column["field"]).value: n for n in range(2, sheet.max_row + 1)}
+    on_rob2 = [f"{GROUP}[2].q1_1", next(name for name in rows if name.startswith(f"{GROUP}[2].q2"))]
+    for field, value in zip(on_rob2, ("NI", "Y"), strict=True):  # an NI with no note, a question maybe not asked
+        sheet.cell(rows[field], column["decision"]).value = "correct"
+        sheet.cell(rows[field], column["corrected_value"]).value = value
+        sheet.cell(rows[field], column["reviewer"]).value = "Ana"
+    sheet.cell(rows["n_control"], column["decision"]).value = "approve"  # and the other rows go in as ever
+    sheet.cell(rows["n_control"], column["reviewer"]).value = "Ana"
+    filled = io.BytesIO()
+    book.save(filled)
+    report = import_workbook(store, filled.getvalue(), "ana.xlsx", atlas.load_template())
+    refused = {row.field: row.reason for row in report.refused}
+    assert set(refused) == set(on_rob2), refused
+    assert all("answered on the document's RoB 2 panel" in reason for reason in refused.values())
+    assert [d.field for d in load_decisions(store, KEY) if d.source == "workbook:ana.xlsx"] == ["n_control"]
 
     print_exports(Store(exports), by_hand=False)  # what `atlas run` says of the exports
     said = capsys.readouterr().out

@@ -8,7 +8,10 @@ import urllib.parse
 import polars as pl
 
 from atlas_pipeline.defs.document_states import document_states
+from atlas_pipeline.defs.run_history import aggregate_facts
 from atlas_pipeline.deployment import Deployment
+from atlas_pipeline.knowledge.planning import aggregates_stale
+from atlas_pipeline.review.study_values import choices_changed_at, choose
 from atlas_pipeline.store.records import ExtractionRecord, read_record
 from atlas_pipeline_tests.support.by_hand import processed_in_skip_mode
 from atlas_pipeline_tests.support.helpers import http_request, serve
@@ -88,3 +91,27 @@ def test_two_reports_of_one_trial_are_reviewed_as_one_study(knowledge_base, sett
     assert set(fields["study_id"].unique()) == {STUDY}
     documents = pl.read_parquet(f"{settings.project.exports}/atlas_documents.parquet")
     assert set(documents["study_id"]) == {STUDY} and documents.filter(pl.col("document_key") == JATS)["year"][0] == 2013
+
+    # a choice made on the study's page after the exports makes them stale, as a decision does (`atlas run` and the
+    # review sensor refresh them): the page never uses a choice the files do not have
+    store = atlas.store()
+
+    def stale() -> str | None:
+        people = choices_changed_at(store)
+        return aggregates_stale(aggregate_facts(instance, decided_at=people, policy=atlas.final_values_policy()))
+
+    assert stale() is None
+    values = {source: dict(fields) for source, fields in _values(instance, atlas, STUDY).items()}
+    choose(store, STUDY, "n_treatment", PDF, values, reviewer="dan", note="the PDF after all")
+    assert stale() == "the catalog, a duplicate group or a study's chosen value changed since"
+    assert defs.resolve_job_def("aggregates_job").execute_in_process(instance=instance).success
+    assert stale() is None
+
+
+def _values(instance, atlas, study_id: str) -> dict:
+    from atlas_pipeline.outputs.study_report import studies
+    from atlas_pipeline.review.study_values import load_choices
+
+    states = document_states(instance, atlas)
+    (study,) = [s for s in studies(states, atlas.load_template(), load_choices(atlas.store())) if s.id == study_id]
+    return study.values_by_report()

@@ -30,11 +30,17 @@ def accepted_report(key: str, values: dict[str, Any], study_id: str = "NCT9", pr
     """A done report of ``study_id`` whose review holds ``values`` (field → value) as accepted final values, each
     quoted as "<field> in <key>"."""
     from atlas_pipeline.read_model.document_state import DocumentState
-    from atlas_pipeline.review.final_values import DocumentReview, FinalField
+    from atlas_pipeline.review.final_values import FINAL, DocumentReview, FinalField
 
     extraction = extraction_record(key, sha256=(key * 64)[:64])
     fields = {
-        name: FinalField(field=name, provenance=provenance, final_value=value, quote=f"{name} in {key}")
+        name: FinalField(
+            field=name,
+            provenance=provenance,
+            final_value=value,
+            quote=f"{name} in {key}",
+            final_state="final" if provenance in FINAL else provenance,  # a solo review: what was accepted is final
+        )
         for name, value in values.items()
     }
     review = DocumentReview(

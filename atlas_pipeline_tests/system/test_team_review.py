@@ -73,6 +73,12 @@ def _extract(page, site: str, n_control: str, quote: str, note: str, sd_interven
     page.wait_for_selector("text=entry 100")
 
 
+def _left_out(tmp_path, field: str) -> str:
+    """Why the analysis files left ``field`` out (``atlas_analysis_excluded.csv``), or "" when it is in them."""
+    excluded = pl.read_csv(tmp_path / "exports" / "atlas_analysis_excluded.csv", infer_schema=False)
+    return " | ".join(excluded.filter(pl.col("field") == field)["reason"].to_list())
+
+
 def test_two_extractors_stay_blind_until_both_complete_then_an_adjudicator_settles(tmp_path):
     home, kb = tmp_path / "home", tmp_path / "kb"
     home.mkdir()
@@ -99,6 +105,9 @@ def test_two_extractors_stay_blind_until_both_complete_then_an_adjudicator_settl
         assert "Waiting for Ben" in page.inner_text("#waiting-for")
         ran = _atlas(env, "run")  # merged, indexed and exported while Ben works: none of it may reach him
         assert "review decisions merged for 1 document(s)" in ran, ran
+        # … nor the analysis: uncompared, Ana's values wait for Ben's extraction, named
+        assert pl.read_csv(tmp_path / "exports" / "atlas_escalc_continuous.csv").height == 0
+        assert "waiting for Ben to complete their extraction" in _left_out(tmp_path, "sd_intervention")
 
         _log_in(page, site, "Ben")
         page.goto(f"{site}/documents/{KEY}")  # as it opens
@@ -126,6 +135,9 @@ def test_two_extractors_stay_blind_until_both_complete_then_an_adjudicator_settl
         assert page.locator("#entry-outcomes-1001").count() == 0  # his own row, numbered after Ana's: never hers
         page.click("#complete-extraction")
         page.wait_for_selector("#comparison-open")  # both complete: the comparison, for both of them
+        _atlas(env, "run")  # compared: what they agree on is final, the difference is left out and named
+        assert pl.read_csv(tmp_path / "exports" / "atlas_escalc_continuous.csv").height == 0
+        assert "disputed (Ana: correct → 38.9; Ben: correct → 39.8)" in _left_out(tmp_path, "sd_intervention")
         page.goto(f"{site}/documents/{KEY}?field=n_control")
         assert "correct → 30" in page.inner_text("#audit") and "Ana" in page.inner_text("#audit")
         page.goto(f'{site}/search?q="Valois Bahia 2005"')  # the same search finds Ana's value now
@@ -146,6 +158,11 @@ def test_two_extractors_stay_blind_until_both_complete_then_an_adjudicator_settl
         assert "Duration of diarrhea" in cell.inner_text()  # the entry the cell belongs to
         assert page.locator('#consensus tr[data-field^="outcomes[1002]"]').count() == 0  # Ben's row is the same entry
         assert "model A" not in page.inner_text("#consensus")  # no model gave a value: none offered
+        page.goto(f"{site}/analysis")  # the Analysis page names the dispute, and draws nothing from it
+        left_out = page.inner_text("#excluded")
+        assert "sd_intervention" in left_out and "disputed (Ana: correct → 38.9; Ben: correct → 39.8)" in left_out
+        assert page.locator("svg.forest-plot").count() == 0
+        page.goto(f"{site}/disagreements")
         shoot(page, "team-consensus.png")
         field.locator('button[data-who="Ana"]').click()
         page.wait_for_selector("text=correct recorded for n_control by Dan")
@@ -165,6 +182,9 @@ def test_two_extractors_stay_blind_until_both_complete_then_an_adjudicator_settl
     assert not [name for name in rows if name.startswith("outcomes[1002]")]  # one entry, not two
     escalc = pl.read_csv(tmp_path / "exports" / "atlas_escalc_continuous.csv")
     assert escalc.height == 1 and escalc["sd1i"].to_list() == [38.9], escalc
+    assert _left_out(tmp_path, "sd_intervention") == ""  # settled: in every file, named nowhere
+    results = (tmp_path / "exports" / "atlas_revman_study_results.csv").read_text("utf-8-sig")
+    assert "38.9" in results and "39.8" not in results
     decisions = load_decisions(store, KEY)
     blind = {d.reviewer: d.blind_to for d in decisions if d.field == "n_control"}
     assert blind == {"Ana": ["reviewers"], "Ben": ["reviewers"], "Dan": []}  # recorded by the server

@@ -184,3 +184,73 @@ def test_continuous_arms_and_a_ratio_against_its_reference_arm():
         "95",
     )
     assert ratio["Mean"] == ratio["CI start"] == ""  # the log scale is RevMan's to compute
+
+
+def test_a_name_without_a_year_takes_the_year_its_reports_give():
+    """ "Adams" (a study_id accepted without its year, or a first report whose page states none) is "Adams 2019" in
+    every file, and RevMan's ``Year`` is filled, from whichever report gives the year."""
+    named = _study("NCT1", "Adams")
+    named.reports.append(
+        DocumentState(
+            key="a.pdf",
+            status=DocumentStatus.DONE,
+            reason="",
+            parse=ParseRecord(key="a.pdf", sha256="0" * 64, parser="test", authors=["Adams, Ann"], year=None),
+        )
+    )
+    named.reports.append(
+        DocumentState(
+            key="a.nxml",
+            status=DocumentStatus.DONE,
+            reason="",
+            parse=ParseRecord(key="a.nxml", sha256="1" * 64, parser="test", authors=[], year=2019),
+        )
+    )
+    unnamed = Study("NCT2")
+    unnamed.reports.append(
+        DocumentState(
+            key="b.pdf",
+            status=DocumentStatus.DONE,
+            reason="",
+            parse=ParseRecord(key="b.pdf", sha256="2" * 64, parser="test", authors=["Bo Li"], year=None),
+        )
+    )
+    unnamed.reports.append(
+        DocumentState(
+            key="b.nxml",
+            status=DocumentStatus.DONE,
+            reason="",
+            parse=ParseRecord(key="b.nxml", sha256="3" * 64, parser="test", authors=[], year=2021),
+        )
+    )
+    assert study_labels([named, unnamed, _study("NCT3", "Smith 2020")]) == {
+        "NCT1": "Adams 2019",
+        "NCT2": "Li 2021",
+        "NCT3": "Smith 2020",
+    }
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    files = revman_files([named, unnamed], template, [], escalc_rows([]))
+    info = list(csv.DictReader(io.StringIO(files[REVMAN_STEMS["study_information"]].decode("utf-8-sig"))))
+    assert [(row["Study"], row["Year"]) for row in info] == [("Adams 2019", "2019"), ("Li 2021", "2021")]
+
+
+def test_a_difference_with_a_90_percent_ci_goes_to_revman_as_revman_reads_it():
+    """RevMan computes the SE of a CI of another level than 95% itself, with the normal z of that level: the CI goes
+    alone (no SE that would contradict it), and the footnote says what RevMan computes and what escalc's vi holds."""
+    entry = {name: value for name, value in ENTRY.items() if "events" not in name and "total" not in name}
+    entry |= {
+        "outcomes[1].n_intervention": 20,
+        "outcomes[1].n_comparator": 21,
+        "outcomes[1].effect_measure": "MD",
+        "outcomes[1].effect_estimate": -2.0,
+        "outcomes[1].ci_lower": -5.0,
+        "outcomes[1].ci_upper": 1.0,
+        "outcomes[1].ci_level": 90,
+    }
+    row = next(row for row in _results([_report("a.pdf", entry)]).values() if row["Effect measure"])
+    assert (row["Mean"], row["CI start"], row["CI end"], row["CI level"], row["SE"]) == ("-2", "-5", "1", "90", "")
+    revman_se = 6.0 / (2 * 1.6448536269514722)
+    assert f"= {revman_se:.4f}" in row["Footnotes"] and "escalc's vi" in row["Footnotes"]
+    at_95 = _results([_report("a.pdf", {**entry, "outcomes[1].ci_level": 95})])
+    row = next(row for row in at_95.values() if row["Effect measure"])
+    assert row["SE"] not in ("", None) and row["CI level"] == "95"  # at 95%, escalc's own SE, as before
