@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 2  # `make test`'s pytest-xdist workers (0: one process)
 # DAGSTER_HOME: the instance `atlas` finds itself ($DAGSTER_HOME, else var/dagster_home; a review folder's own)
 
-.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm bench-desk bench-aggregates
+.PHONY: run test test-fast test-unit dev status docs screenshots lint format system-deps test-deps setup clean llm-test eval bench bench-ingest bench-pipeline bench-quotes bench-scale bench-scan bench-search bench-soak bench-llm bench-desk bench-aggregates bench-workbook
 
 run: setup ## Materialise the whole pipeline over the knowledge base (default: seeds/knowledge_base).
 	$(BIN)/atlas run
@@ -44,13 +44,16 @@ eval: setup ## Fidelity (eval/reports/fidelity.md) and duplicate recognition (ev
 	$(BIN)/python -m eval.fidelity
 	$(BIN)/python -m eval.duplicates
 
-bench: bench-desk bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-aggregates bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
+bench: bench-desk bench-workbook bench-quotes bench-ingest bench-pipeline bench-llm bench-scale bench-aggregates bench-scan bench-search bench-soak ## Every benchmark (about 90 minutes)
 
 bench-desk: setup test-deps ## A reviewer's loop in chromium: save, next field, grid cell, in place vs whole page (about 2 minutes)
 	$(BIN)/python -m bench.desk
 
 bench-quotes: setup
 	$(BIN)/python -m bench.quotes
+
+bench-workbook: setup ## A reviewed workbook imported at 100, 1,000 and 10,000 rows (rows/s, against the quadratic import) and another person's decision meanwhile (about 2 minutes)
+	$(BIN)/python -m bench.workbook_import
 
 bench-ingest: setup
 	$(BIN)/python -m bench.ingest

@@ -6,6 +6,9 @@
 ``{"drop": true}`` closes the connection without an answer; ``{"trickle": 2}`` sends the answer a byte every 2 s;
 ``{"trickle_headers": 0.3}`` sends its headers a byte every 0.3 s, without end;
 ``{"endless": true}`` streams a body that never ends (chunked, 64 KiB at a time, until the client goes away);
+``{"encode": "gzip"|"deflate"|"raw-deflate"|"br"}`` sends the answer compressed so (``Content-Encoding``);
+``{"bomb": "gzip"|"deflate", "inflated_mb": N}`` sends a small compressed body that inflates to N MB (a JSON brace
+and blanks);
 ``{"answer": {...}}`` answers like a model that knows the whole answer: only the fields the request's schema asks
 for, and for a group's page request ("at most N in this answer", "Entries already given (K)") entries K+1…K+N.
 ``"max_tokens": true`` on a step makes the server honour the request's ``max_tokens`` as a real one does: a longer
@@ -34,6 +37,7 @@ import json
 import re
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = {"steps": [], "default": {"status": 500, "message": "no script"}, "requests": [], "capacity": 0}
@@ -206,11 +210,28 @@ class Handler(BaseHTTPRequestHandler):
             return self._endless()
         if step.get("trickle_headers"):
             return self._trickle_headers(float(step["trickle_headers"]))
+        if step.get("bomb"):
+            return self._compressed(_bomb(str(step["bomb"]), int(step.get("inflated_mb", 1024))), str(step["bomb"]))
         status, payload = _completion(body, step)
+        if step.get("encode"):
+            coding = str(step["encode"])
+            return self._compressed(_compress(json.dumps(payload).encode(), coding), coding.removeprefix("raw-"))
         if step.get("trickle"):
             return self._trickle(json.dumps(payload).encode(), float(step["trickle"]))
         self._send(status, payload, step.get("headers") if status != 200 else None)
         return None
+
+    def _compressed(self, data: bytes, coding: str) -> int:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", coding)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except OSError:  # the client cut it off
+            self.close_connection = True
+        return len(data)
 
     def _trickle(self, payload: bytes, every: float) -> int:
         """Headers at once, then the body a byte at a time (each read well within any read timeout)."""
@@ -253,6 +274,23 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:  # the client cut it off
             self.close_connection = True
         return sent
+
+
+def _compress(data: bytes, coding: str) -> bytes:
+    """``data`` as a server sends it under ``Content-Encoding: coding`` (raw-deflate: deflate without its wrapper)."""
+    if coding == "br":
+        return b"\x0b\x02\x80" + data  # not real brotli: a client that asked only for gzip and deflate refuses it
+    wbits = {"gzip": 31, "deflate": 15, "raw-deflate": -15}[coding]
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return packer.compress(data) + packer.flush()
+
+
+def _bomb(coding: str, inflated_mb: int) -> bytes:
+    """A few hundred kilobytes that inflate to ``inflated_mb`` MB: ``{`` and blanks."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31 if coding == "gzip" else 15)
+    blanks = b" " * 1_048_576
+    parts = [packer.compress(b"{")] + [packer.compress(blanks) for _ in range(inflated_mb)]
+    return b"".join(parts) + packer.flush()
 
 
 def _completion(body: dict, step: dict) -> tuple[int, dict]:

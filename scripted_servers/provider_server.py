@@ -4,7 +4,9 @@
 PyMuPDF (page text blocks, ``find_tables`` tables), in each API's own shapes: MinerU's content list and result zip,
 docling-serve's Docling document and markdown with the page-break placeholder asked for. ``FOLDER/control.json``
 scripts behaviour per uploaded file name (the neutral name Atlas sends): ``{"fail": [name], "hang": [name],
-"malformed": [name], "transient": n (the next n requests get 503), "polls": n (polls before a task is done),
+"malformed": [name], "bomb": [name] (docling's result: a gzip body inflating to "inflated_mb", 50 by default),
+"endless": [name] (docling's result: a chunked body that never ends), "transient": n (the next n requests get 503),
+"polls": n (polls before a task is done),
 "token": "...", "api_key": "..."}``. Every request is logged to ``FOLDER/requests.jsonl``.
 """
 
@@ -20,6 +22,7 @@ import threading
 import time
 import uuid
 import zipfile
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,7 +43,7 @@ def control() -> dict:
 
 def behaviour(name: str) -> str:
     rules = control()
-    for kind in ("fail", "hang", "malformed"):
+    for kind in ("fail", "hang", "malformed", "bomb", "endless"):
         if name in rules.get(kind, []):
             return kind
     return "ok"
@@ -158,6 +161,32 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _bomb(self, inflated_mb: int) -> None:
+        """A small gzip body (no length said: chunked) that inflates to ``inflated_mb`` MB."""
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        data = packer.compress(b'{"document": {"md_content": "') + b"".join(
+            packer.compress(b" " * 1_048_576) for _ in range(inflated_mb)
+        )
+        data += packer.flush()
+        self._chunked([data], {"Content-Encoding": "gzip"})
+
+    def _endless(self) -> None:
+        self._chunked(iter(lambda: b" " * 65_536, None), {})
+
+    def _chunked(self, pieces, headers: dict) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            for piece in pieces:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client cut it off
+            self.close_connection = True
 
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -316,6 +345,10 @@ class Handler(BaseHTTPRequestHandler):
         if behaviour(task["name"]) == "malformed":
             document = {"md_content": "", "json_content": None}
             return self._send(200, {"document": document, "status": "success", "errors": []})
+        if behaviour(task["name"]) == "bomb":
+            return self._bomb(int(control().get("inflated_mb", 50)))
+        if behaviour(task["name"]) == "endless":
+            return self._endless()
         items = analyse(task["data"])
         document = {
             "filename": task["name"],

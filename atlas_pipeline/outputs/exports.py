@@ -159,6 +159,7 @@ FIELD_SCHEMA = {
     "module": pl.String,
     "field": pl.String,
     "final_value": pl.String,  # only what the team's process made final (``review.finality``)
+    "decided_value": pl.String,  # what the decision that counts gives, final or not (a person's value so far)
     "provenance": pl.String,
     "final_state": pl.String,  # final | extracting | disputed | awaiting_review | recheck
     "waiting_for": pl.String,  # not final: what it waits for and who can settle it
@@ -254,6 +255,7 @@ def document_field_rows(state: DocumentState) -> list[dict]:
                     "module": field.get("module"),
                     "field": name,
                     "final_value": _text(final.final_or_none) if final else None,
+                    "decided_value": _text(final.final_value) if final and final.decided else None,
                     "provenance": final.provenance if final else "awaiting_review",
                     "final_state": final.final_state if final else "awaiting_review",
                     "waiting_for": final.waiting or None if final else None,

@@ -274,9 +274,69 @@ class DecisionRequest:
     selection: Selection | None = None
 
 
-def decide(store: Store, record: ExtractionRecord | None, request: DecisionRequest) -> Decision | None:
+@dataclass
+class KnownLog:
+    """A document's whole log (withdrawals included) held by a caller that records many decisions on it at once — a
+    workbook's rows —: read once, indexed by field, each decision recorded added to it (linear in the rows)."""
+
+    decisions: list[Decision]
+
+    def __post_init__(self) -> None:
+        self.ids: set[str] = set()
+        self.taken_back: set[str] = set()
+        self.by_field: dict[str, list[Decision]] = {}
+        self.said: set[tuple] = set()  # what each decision said, on what (``said_key``): a repeat is found at once
+        for decision in list(self.decisions):
+            self._index(decision)
+
+    def _index(self, decision: Decision) -> None:
+        self.ids.add(decision.id)
+        if decision.action == "withdraw":
+            self.taken_back.add(decision.withdraws)
+        self.by_field.setdefault(decision.field, []).append(decision)
+        self.said.add(said_key(decision))
+
+    def add(self, decision: Decision) -> None:
+        self.decisions.append(decision)
+        self._index(decision)
+
+    def on(self, field: str) -> list[Decision]:
+        return self.by_field.get(field, [])
+
+    def counts_on(self, field: str) -> bool:
+        """Whether a decision that counts (not a withdrawal, not taken back) is on ``field``."""
+        return any(d.action != "withdraw" and d.id not in self.taken_back for d in self.on(field))
+
+
+def said_key(decision: Decision) -> tuple:
+    """What a decision says, by whom, on which value: two decisions with one key say the same thing."""
+    made_on = decision.made_on
+    return _said(
+        decision.field,
+        decision.reviewer,
+        decision.action,
+        decision.value,
+        (made_on.sha256, made_on.extraction_version),
+        made_on.model_value,
+    )
+
+
+def _said(field: str, reviewer: str, action: str, value: Any, on: tuple[str, str], model_value: Any) -> tuple:
+    def same(item: Any) -> Any:  # 30 and 30.0 are one number, as ``same_value`` has it
+        if isinstance(item, int | float) and not isinstance(item, bool):
+            return float(item)
+        return json.dumps(item, sort_keys=True, default=str)
+
+    return (field, reviewer, action, same(value), *on, same(model_value))
+
+
+def decide(
+    store: Store, record: ExtractionRecord | None, request: DecisionRequest, known: KnownLog | None = None
+) -> Decision | None:
     """Record one decision (``DecisionRequest``) on a field of the document's current extraction and return it; None
-    when the log already holds it (the same ``decision_id``, or exactly the same said of the same value)."""
+    when the log already holds it (the same ``decision_id``, or exactly the same said of the same value). ``known``:
+    the document's whole log (withdrawals included) as the caller holds it — read once for many decisions (a
+    workbook's rows), the decision recorded appended to it — instead of read again for this one."""
     reason, reviewer, quote = request.reason, request.reviewer, request.quote  # normalised below
     reason = (reason or "").strip().lower().replace(" ", "_")
     if reason and (request.action != "reject" or reason not in REJECT_REASONS):
@@ -317,7 +377,10 @@ def decide(store: Store, record: ExtractionRecord | None, request: DecisionReque
             known = ", ".join(record.values()) or "none"
             raise DecisionRefused(f"{record.key} has no extracted field {request.field!r} (fields: {known})")
         # an entry the model missed, added by a person (``correct``), or such a value taken back (``reject``)
-        unknown = not any(d.field == request.field for d in load_decisions(store, record.key))
+        if known is not None:
+            unknown = not known.counts_on(request.field)
+        else:
+            unknown = not any(d.field == request.field for d in load_decisions(store, record.key))
         # nothing to reject — but an adjudicator may settle on "not reported"
         if request.action == "reject" and request.role != "adjudicator" and unknown:
             raise DecisionRefused(f"{request.field} was neither extracted nor added: nothing to reject")
@@ -351,9 +414,17 @@ def decide(store: Store, record: ExtractionRecord | None, request: DecisionReque
         if request.scope and quote
         else None
     )
-    for earlier in (
-        load_decisions(store, record.key, withdrawn=True) if request.decision_id or request.source != "page" else []
-    ):
+    if known is not None:  # the log in hand, indexed: a repeat found at once (linear in a workbook's rows)
+        on = (record.sha256, record.extraction_version)
+        said = _said(request.field, reviewer, request.action, corrected, on, extracted.get("value"))
+        if request.decision_id in known.ids or said in known.said:
+            return None  # already in the log: an import run again, or the same workbook row dropped twice
+        earlier_ones: list[Decision] = []
+    else:
+        earlier_ones = (
+            load_decisions(store, record.key, withdrawn=True) if request.decision_id or request.source != "page" else []
+        )
+    for earlier in earlier_ones:
         repeated = (
             earlier.field == request.field
             and (earlier.reviewer, earlier.action, earlier.value) == (reviewer, request.action, corrected)
@@ -387,6 +458,8 @@ def decide(store: Store, record: ExtractionRecord | None, request: DecisionReque
         reason=reason,
     )
     store.write_json(f"{decisions_dir(record.key)}/{decision_file(decision)}", decision.model_dump(mode="json"))
+    if known is not None:
+        known.add(decision)
     return decision
 
 

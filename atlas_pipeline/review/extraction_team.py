@@ -196,6 +196,24 @@ def assign(store: Store, documents: Mapping[str, Sequence[str]], by: str) -> int
     return len(clean)
 
 
+def extractors_refusal(names: Sequence[str], roles: Mapping[str, str], per_document: int) -> str | None:
+    """Why ``names`` cannot be a document's extractors (``roles``: every account's role), or None: each an extractor's
+    account, no one twice, and as many as a document takes (none at all: whoever starts first)."""
+    if not names:
+        return None
+    unknown = [name for name in names if name not in roles]
+    if unknown:
+        return f"no account {', '.join(map(repr, unknown))}: add it with `atlas users add` first"
+    others = [f"{name} is an {roles[name]}" for name in names if roles[name] != "extractor"]
+    if others:
+        return "; ".join(others) + ": extractors extract (an adjudicator settles what they differ on)"
+    if len(set(names)) != len(names):
+        return "one person named twice: a document takes different extractors"
+    if len(names) != per_document:
+        return f"a document takes {per_document} extractors (ATLAS_REVIEW_EXTRACTORS); {len(names)} named"
+    return None
+
+
 def round_robin(studies: Sequence[Sequence[str]], extractors: Sequence[str], per_study: int = 2) -> dict[str, list]:
     """Extractors shared out over studies in turn, ``per_study`` each (every report of a study to the same people):
     study 1 to A and B, study 2 to C and A, …"""

@@ -10,11 +10,13 @@ in the import report; the good rows become decisions exactly like the page's. No
 
 from __future__ import annotations
 
+import contextlib
 import io
 import posixpath
 import re
 import zipfile
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import fastexcel
@@ -30,6 +32,7 @@ from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.review.decisions import (
     DecisionRefused,
     DecisionRequest,
+    KnownLog,
     decide,
     load_decisions,
     reviewer_name,
@@ -214,12 +217,15 @@ def import_workbook(
     max_rows: int = MAX_ROWS,
     author: str = "",
     may_decide: Callable[[str], str | None] | None = None,
+    writing: AbstractContextManager | None = None,
 ) -> ImportReport:
     """Apply the decisions of one reviewed workbook and keep its report in the artifact store. ``derivations`` and
     ``accepted_tiers``: what the review derives (a row of a derived value is decided on the value derived);
     ``max_rows``: the most rows a workbook may hold (``check_workbook``). ``author``: the logged-in person who
     uploaded it — every row is recorded as theirs, and a row whose ``reviewer`` column names someone else is
-    refused (the column is checked, never trusted); ``may_decide``: why the author may not decide on a document
+    refused (the column is checked, never trusted); ``writing``: held for each row only (the review page's write
+    lock: another person's decision waits for one row, not for the workbook); ``may_decide``: why the author may not
+    decide on a document
     now (``extraction_team.Team.refusal``), or None."""
     report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso(), author=author)
     try:
@@ -229,6 +235,7 @@ def import_workbook(
         rows = []
     records: dict[str, ExtractionRecord | None] = {}
     proposals: dict[str, dict[str, dict[str, Any]]] = {}
+    logs: dict[str, KnownLog] = {}  # each document's log, read once: the import is linear in its rows
 
     def proposed(record: ExtractionRecord, field: str) -> dict[str, Any] | None:
         """The derived value the workbook showed in a field the model left empty."""
@@ -273,25 +280,29 @@ def import_workbook(
                     "RoB 2 is answered on the document's RoB 2 panel, a domain at a time, where its rules apply: "
                     "not from a workbook"
                 )
-            recorded = decide(
-                store,
-                record,
-                DecisionRequest(
-                    outcome.field,
-                    decision,
-                    reviewer=author or named or default_reviewer,
-                    shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
-                    shown_value=_text(row.get("model_value")) if "model_value" in row else None,
-                    template_field=template.field_definition(outcome.field),
-                    identity=template.identity_for(outcome.field),
-                    value=row.get("corrected_value"),
-                    note=_text(row.get("review_note")),
-                    reason=_text(row.get("reject_reason")),
-                    source=f"workbook:{name}",
-                    decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
-                    proposed=proposed(record, outcome.field),
-                ),
-            )
+            if record.key not in logs:
+                logs[record.key] = KnownLog(load_decisions(store, record.key, withdrawn=True))
+            with writing if writing is not None else contextlib.nullcontext():
+                recorded = decide(
+                    store,
+                    record,
+                    DecisionRequest(
+                        outcome.field,
+                        decision,
+                        reviewer=author or named or default_reviewer,
+                        shown=(_text(row.get("sha256")), _text(row.get("extraction_version"))),
+                        shown_value=_text(row.get("model_value")) if "model_value" in row else None,
+                        template_field=template.field_definition(outcome.field),
+                        identity=template.identity_for(outcome.field),
+                        value=row.get("corrected_value"),
+                        note=_text(row.get("review_note")),
+                        reason=_text(row.get("reject_reason")),
+                        source=f"workbook:{name}",
+                        decision_id=stable_id(report.sha256, str(number)),  # imported again after a crash: not twice
+                        proposed=proposed(record, outcome.field),
+                    ),
+                    logs[record.key],
+                )
         except DecisionRefused as refused:
             reason = str(refused)
             if "say who decides" in reason:

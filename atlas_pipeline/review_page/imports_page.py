@@ -4,6 +4,7 @@ logged in — whose decisions it records, whatever its ``reviewer`` column says 
 from __future__ import annotations
 
 import functools
+import threading
 from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -22,6 +23,7 @@ from atlas_pipeline.review.workbook_import import (
 from atlas_pipeline.review_page.page_state import WRITING, ReviewPage
 
 IMPORTS_PER_PAGE = 10
+IMPORTING = threading.Lock()
 _CHUNK = 1 << 20
 
 
@@ -88,7 +90,7 @@ async def upload_workbook(request: Request, refused) -> Response:
         return team.refusal(author)
 
     def run() -> str:
-        with WRITING:  # one change at a time, as every change the page makes
+        with IMPORTING:  # one workbook at a time; each of its rows takes the page's write lock on its own
             return imported()
 
     def imported() -> str:
@@ -106,6 +108,7 @@ async def upload_workbook(request: Request, refused) -> Response:
             page.policy.workbook_max_rows,
             author=author,
             may_decide=may_decide if user is not None and page.logins() else None,
+            writing=WRITING,  # held a row at a time: another person's decision never waits for a whole workbook
         )
         return report.summary()
 

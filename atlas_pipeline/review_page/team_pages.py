@@ -16,7 +16,7 @@ from atlas_pipeline.knowledge.partition_keys import is_safe_key
 from atlas_pipeline.outputs.study_report import studies
 from atlas_pipeline.read_model.document_state import DocumentState
 from atlas_pipeline.review.decisions import DecisionRefused, load_decisions
-from atlas_pipeline.review.extraction_team import assign, complete, reopen, round_robin
+from atlas_pipeline.review.extraction_team import assign, complete, extractors_refusal, reopen, round_robin
 from atlas_pipeline.review.final_values import DocumentReview, review_document
 from atlas_pipeline.review.progress import ReviewerProgress, reviewer_progress
 from atlas_pipeline.review.study_values import load_choices
@@ -74,9 +74,14 @@ def team(request: Request, templates: Jinja2Templates) -> Response:
             people.append(ReviewerProgress(name=name, role=account.role))
     left = sum(state.current_review.to_review for state in states if state.current_review)
     user = page.user(request)
+    shared = extractions(page, states)
+    if user is not None and not user.may_settle():  # an extractor sees no trace of the others' work: their own row
+        people = [person for person in people if person.name == user.name]
+        shared = {name: mine for name, mine in shared.items() if name == user.name}
+        left = None
     context = {
         "people": people,
-        "extractions": extractions(page, states),
+        "extractions": shared,
         "left": left,
         "reviewer": page.reviewer(request),
         "user": user,
@@ -100,7 +105,14 @@ async def assignments(request: Request, refused) -> Response:
         return refused(request, f"{who}: assigning extractors takes an adjudicator", "Ask an adjudicator of your team.")
     form = await request.form()
     names = [str(name) for name in form.getlist("extractor") if str(name).strip()]
+    roles = {name: account.role for name, account in page.sessions.accounts().items()}
     try:
+        if form.get("action") == "round_robin":  # among the extractors chosen: each an extractor's account
+            refusal = extractors_refusal(names, roles, len(names)) if names else "choose the extractors to share among"
+        else:
+            refusal = extractors_refusal(names, roles, page.policy.extractors)
+        if refusal:
+            raise ValueError(refusal)
         if form.get("action") == "round_robin":
             states = page.states()
             taken = {key for key, t in page.teams([s.key for s in states]).items() if t.assigned or t.started}

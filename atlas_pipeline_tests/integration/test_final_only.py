@@ -126,11 +126,11 @@ def test_nothing_the_process_has_not_made_final_reaches_a_consumer(
             complete(key, who)
         # before the comparison Ben sees no trace of Ana's work: not her counts, her name, nor her entry numbers
         listed = {row["key"]: row for row in http_json(site, "/api/documents", cookie["Ben"])}
-        assert (listed[WAITING]["decisions"], listed[WAITING]["reviewers"], listed[WAITING]["to_review"]) == (
-            0,
-            "",
-            None,
-        )
+        waiting = listed[WAITING]
+        assert (waiting["decisions"], waiting["reviewers"], waiting["to_review"]) == (0, "", None)
+        team = http_request(f"{site}/team", headers={"Cookie": cookie["Ben"]})[1]
+        assert 'data-reviewer="Ana"' not in team and 'data-reviewer="Ben"' in team  # his own progress only
+        assert 'data-reviewer="Ana"' in http_request(f"{site}/team", headers={"Cookie": cookie["Dan"]})[1]
         for _ in range(2):  # Ana adds two outcomes to the grid; Ben's first is numbered as if she had added none
             row = {"cell:new:outcome": "Relapse", "cell:new:time_point": "1 year", **shown[UNCOMPARED]}
             assert post_form(f"{site}/documents/{UNCOMPARED}/groups/outcomes/grid", row, cookie["Ana"])[0] == 200

@@ -4,10 +4,12 @@ import json
 import os
 import shutil
 import time
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from atlas_pipeline.config.settings import PROJECT_ROOT, load_settings
 from atlas_pipeline.definitions import build_definitions
@@ -333,6 +335,36 @@ def test_an_endless_answer_is_cut_off_at_the_size_cap_and_never_cached(llm_serve
     # the client stopped reading at the cap: what the server got out is the cap and the sockets' buffers, no more
     assert 2_000_000 < (request["_sent"] or 0) < 2_000_000 + 16_000_000, request["_sent"]
     assert not list((tmp_path / "artifacts").glob("llm_cache/**/*.json"))
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+def test_a_compressed_bomb_is_cut_off_at_the_cap_counted_after_decoding(llm_server, run, coding):
+    """A body of a few hundred kilobytes on the wire that inflates to 300 MB: counted once decoded, cut at the cap,
+    the memory held to a piece past it (without the count after decoding, the client inflated all of it)."""
+    llm_server.script({"bomb": coding, "inflated_mb": 300}, default={"content": answer()})
+    tracemalloc.start()
+    try:
+        result, record = run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert document_failed(result) and record.status == "failed"
+    assert f"passed 2,000,000 bytes once decoded ({coding};" in record.reason, record.reason
+    assert peak < 120_000_000, f"{peak / 1e6:.0f} MB at the peak"
+    assert len(llm_server.requests()) == 1  # the same endpoint would send it again: never retried
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_answer_is_read_as_it_is(llm_server, run, coding):
+    llm_server.script({"content": answer(), "encode": coding})
+    _, record = run()
+    assert record.status != "failed" and record.fields["n_control"]["value"] == 30, record.reason
+
+
+def test_an_answer_in_a_coding_not_asked_for_is_refused(llm_server, run):
+    llm_server.script({"content": answer(), "encode": "br"}, default={"content": answer()})
+    result, record = run()
+    assert document_failed(result) and "encoded as br, which was not asked for: refused" in record.reason
 
 
 def test_invalid_json_is_repaired_once(llm_server, run):

@@ -351,3 +351,33 @@ def test_a_document_above_the_provider_size_limit_is_skipped_without_being_sent(
     assert record.status == "skipped" and not record.retryable
     assert record.reason == f"parse: mineru: not sent: {size:.1f} MB is above ATLAS_PROVIDER_MAX_MB=0.1"
     assert provider.requests("/file_parse") == []
+
+
+@pytest.mark.parametrize("kind", ["bomb", "endless"])
+def test_a_providers_answer_is_counted_after_decoding_and_cut_at_its_cap(
+    kind, provider, knowledge_base, settings_for, atlas_for, instance, monkeypatch
+):
+    """docling-serve's result as a gzip body of a few kilobytes inflating to 50 MB, or a chunked body that never
+    ends, and no length said: counted as it arrives, after decoding, and cut at the cap (here 5 MB) with the document
+    failed and the reason — the memory held to the cap and a piece past it, never the whole answer."""
+    import tracemalloc
+
+    from atlas_pipeline.parsing.providers import http
+
+    monkeypatch.setattr(http, "MAX_RESULT_BYTES", 5_000_000)
+    copy_into(knowledge_base, TEXT_PDF)
+    provider.control(**{kind: [pdf_name(TEXT_PDF)]}, inflated_mb=50, polls=1)
+    options = {"parser": "docling", "docling_url": provider.url, "provider_max_retries": "0", **FAST}
+    defs, atlas = deploy(knowledge_base, settings_for, atlas_for, instance, **options)
+    key = Path(TEXT_PDF).name
+    tracemalloc.start()
+    try:
+        assert document_failed(run_document(defs, instance, key))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    record = extraction_of(atlas, key)
+    assert record.status == "failed" and "passed 5,000,000 bytes" in record.reason, record.reason
+    assert ("once decoded (gzip;" in record.reason) == (kind == "bomb")
+    assert not record.retryable  # the same provider would send it again
+    assert peak < 40_000_000, f"{peak / 1e6:.0f} MB at the peak"  # the answer inflated whole: 50 MB

@@ -3,6 +3,7 @@ a completed extraction is closed until the comparison), a workbook is recorded a
 naming anyone else refused, a workbook dropped in the inbox without an author not applied), and a study's choices and
 links are an adjudicator's — refused to an extractor with a page that says why."""
 
+import html
 import json
 import os
 import subprocess
@@ -68,6 +69,21 @@ def test_the_server_keeps_the_team_honest(knowledge_base, settings_for, atlas_fo
         form = {"action": "assign", "key": KEY, "extractor": ["Ana", "Ben"]}  # the adjudicator shares out by hand
         status, body = post_form(f"{site}/team/assignments", form, dan)
         assert status == 200 and f"{KEY}: extracted by Ana and Ben" in body
+        # every name is an extractor's account, and a document takes two: a ghost would keep it waiting for ever
+        for names, said in (
+            (["Ana", "ghost"], "no account 'ghost'"),
+            (["Ana", "Dan"], "Dan is an adjudicator"),
+            (["Ana"], "a document takes 2 extractors (ATLAS_REVIEW_EXTRACTORS); 1 named"),
+            (["Ana", "Ben", "Carla"], "3 named"),
+            (["Ana", "Ana"], "one person named twice"),
+        ):
+            status, body = post_form(
+                f"{site}/team/assignments", {"action": "assign", "key": KEY, "extractor": names}, dan
+            )
+            assert status == 200 and said in html.unescape(body), (names, body[-300:])
+        robin = {"action": "round_robin", "extractor": ["Ana", "ghost"]}
+        assert "no account 'ghost'" in html.unescape(post_form(f"{site}/team/assignments", robin, dan)[1])
+        assert load_assignments(store)[KEY].extractors == ("Ana", "Ben")  # none of them recorded
         assert post_form(n_control, {**shown, "action": "correct", "value": "30", "note": "Table 1"}, ana)[0] == 200
         assert post_form(n_control, {**shown, "action": "correct", "value": "29"}, ben)[0] == 200
         # a third is told who its extractors are, and nothing is recorded

@@ -335,7 +335,8 @@ def _wait_field(page, name: str) -> None:
 def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_path):
     """No LLM at all: `atlas run` processes the juice trial, an extractor logs in, pages through the PDF, finds a
     table, selects the words of a value on page 4 and saves it, fills an outcome in the grid, rejects a field with a
-    reason and undoes it; `atlas run` then puts every value into the exports."""
+    reason and undoes it; `atlas run` then puts every value into the exports — as hers, not final: with accounts a
+    value is final once two extractions are compared."""
     home, kb = tmp_path / "home", tmp_path / "kb"
     home.mkdir()
     kb.mkdir()
@@ -508,9 +509,12 @@ def test_a_team_member_extracts_by_hand_in_the_default_mode_in_the_browser(tmp_p
     assert ran.returncode == 0, ran.stdout + ran.stderr
     fields = pl.read_parquet(tmp_path / "exports" / "atlas_fields.parquet").filter(pl.col("document_key") == KEY)
     rows = {row["field"]: row for row in fields.iter_rows(named=True)}
-    assert (rows["age_control"]["final_value"], rows["age_control"]["decided_by"]) == ("11.09", "Ana Lima")
+    assert (rows["age_control"]["decided_value"], rows["age_control"]["decided_by"]) == ("11.09", "Ana Lima")
     assert rows["age_control"]["corrected_quote_tier"] == "verified"
-    assert rows["outcomes[1001].mean_intervention"]["final_value"] == "47.5"
-    assert rows["outcomes[1001].n_comparator"]["final_value"] == "30"
+    assert rows["outcomes[1001].mean_intervention"]["decided_value"] == "47.5"
+    assert rows["outcomes[1001].n_comparator"]["decided_value"] == "30"
+    waiting = rows["outcomes[1001].n_comparator"]
+    assert waiting["final_value"] is None and waiting["final_state"] == "extracting" and waiting["needs_review"]
+    assert "its two extractors extract it" in waiting["waiting_for"]
     assert rows["funding_source"]["provenance"] == "awaiting_review"  # the rejection was undone
     assert rows["nct_number"]["provenance"] == "rejected" and rows["nct_number"]["decision_note"] == "not_reported"

@@ -13,11 +13,13 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx2 as httpx
 
+from atlas_pipeline.core.bounded_http import AnswerCutOff, bounded_client
 from atlas_pipeline.core.redaction import redact
 from atlas_pipeline.parsing.providers.base import ProviderError, ProviderLimits
 
 TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-MAX_RESULT_BYTES = 1_000_000_000  # an answer larger than this is refused, not held in memory
+MAX_RESULT_BYTES = 1_000_000_000  # an answer larger than this is refused, counted after decoding, never held whole
+PROVIDER_SETTINGS = ("ATLAS_PROVIDER_MAX_SECONDS", "a provider answer's cap")
 
 
 class Deadline:
@@ -51,7 +53,16 @@ class ProviderHTTP:
         self.base_url = base_url.rstrip("/") + "/"
         self.limits = limits
         self.headers = headers or {}
-        self.client = httpx.Client(timeout=limits.timeout_seconds, follow_redirects=False)
+        # every answer bounded as it arrives — counted after decoding (a gzip bomb), cut at the document's time —
+        # whether or not the provider says its length
+        self.client = bounded_client(
+            limits.max_seconds,
+            MAX_RESULT_BYTES,
+            path=None,
+            timeout=limits.timeout_seconds,
+            follow_redirects=False,
+            settings=PROVIDER_SETTINGS,
+        )
         self.requests = 0
 
     def close(self) -> None:
@@ -92,6 +103,8 @@ class ProviderHTTP:
             try:
                 self.requests += 1
                 response = self.client.request(method, url, headers=headers, timeout=timeout, **kwargs)
+            except AnswerCutOff as cut:  # too large or too slow in all: the same provider would do it again
+                raise ProviderError(redact(f"{self.label}: {what}: {cut}")) from None
             except httpx.TimeoutException:
                 setting = "ATLAS_PROVIDER_MAX_SECONDS" if synchronous else "ATLAS_PROVIDER_TIMEOUT_SECONDS"
                 problem = f"{what}: no answer within {timeout:.0f} s ({setting})"

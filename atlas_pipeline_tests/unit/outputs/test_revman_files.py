@@ -186,43 +186,19 @@ def test_continuous_arms_and_a_ratio_against_its_reference_arm():
     assert ratio["Mean"] == ratio["CI start"] == ""  # the log scale is RevMan's to compute
 
 
+def _parsed(key: str, authors: list[str], year: int | None) -> DocumentState:
+    parse = ParseRecord(
+        key=key, sha256=key.encode().hex()[:64].ljust(64, "0"), parser="test", authors=authors, year=year
+    )
+    return DocumentState(key=key, status=DocumentStatus.DONE, reason="", parse=parse)
+
+
 def test_a_name_without_a_year_takes_the_year_its_reports_give():
     """ "Adams" (a study_id accepted without its year, or a first report whose page states none) is "Adams 2019" in
     every file, and RevMan's ``Year`` is filled, from whichever report gives the year."""
-    named = _study("NCT1", "Adams")
-    named.reports.append(
-        DocumentState(
-            key="a.pdf",
-            status=DocumentStatus.DONE,
-            reason="",
-            parse=ParseRecord(key="a.pdf", sha256="0" * 64, parser="test", authors=["Adams, Ann"], year=None),
-        )
-    )
-    named.reports.append(
-        DocumentState(
-            key="a.nxml",
-            status=DocumentStatus.DONE,
-            reason="",
-            parse=ParseRecord(key="a.nxml", sha256="1" * 64, parser="test", authors=[], year=2019),
-        )
-    )
-    unnamed = Study("NCT2")
-    unnamed.reports.append(
-        DocumentState(
-            key="b.pdf",
-            status=DocumentStatus.DONE,
-            reason="",
-            parse=ParseRecord(key="b.pdf", sha256="2" * 64, parser="test", authors=["Bo Li"], year=None),
-        )
-    )
-    unnamed.reports.append(
-        DocumentState(
-            key="b.nxml",
-            status=DocumentStatus.DONE,
-            reason="",
-            parse=ParseRecord(key="b.nxml", sha256="3" * 64, parser="test", authors=[], year=2021),
-        )
-    )
+    named, unnamed = _study("NCT1", "Adams"), Study("NCT2")
+    named.reports += [_parsed("a.pdf", ["Adams, Ann"], None), _parsed("a.nxml", [], 2019)]
+    unnamed.reports += [_parsed("b.pdf", ["Bo Li"], None), _parsed("b.nxml", [], 2021)]
     assert study_labels([named, unnamed, _study("NCT3", "Smith 2020")]) == {
         "NCT1": "Adams 2019",
         "NCT2": "Li 2021",
