@@ -94,7 +94,7 @@ def command_users(args: argparse.Namespace) -> int:
             print(f"{args.name} is now {args.value}")
         elif args.action == "passwd":
             change_account(path, args.name, password=_password(args))
-            print(f"password of {args.name} changed (their open sessions last until they expire)")
+            print(f"password of {args.name} changed: their open sessions end at once (they log in again with it)")
         elif args.action == "remove":
             change_account(path, args.name, remove=True)
             print(f"removed {args.name}; their decisions stay in the log under their name")

@@ -9,9 +9,10 @@ extracts four corpus trials in the default mode (no LLM), leaving in each a valu
 
 None of these numbers reaches any consumer that pools or reports values — metafor's escalc files, the arms file,
 RevMan's four files, the forest plots, ``atlas_studies``, the typed exports, ``atlas_fields``' final values, the
-Analysis and study pages —, and each is named with what it waits for and who can settle it, in
-``atlas_analysis_excluded.csv`` and on the Analysis page. Settled (the adjudicator after the comparison, the second
-extraction completed), they are in every file."""
+Analysis and study pages —, and no RoB 2 answer given in the same states (the review assesses RoB 2: a result
+assessed by each extractor, signalling question 1.1) reaches the RoB 2 files; and each is named with what it waits
+for and who can settle it, in ``atlas_analysis_excluded.csv`` and on the Analysis page. Settled (the adjudicator
+after the comparison, the second extraction completed), they are in every file."""
 
 import csv
 import io
@@ -39,6 +40,37 @@ VALUES = {
     EARLY: {"Ana": (61, 150, 20, 151), "Ben": (62, 150, 20, 151)},
 }
 NOT_FINAL = {515, 516, 41, 123, 37, 124, 43, 211, 39, 212, 999, 61, 62}
+# each extractor's answer to RoB 2's question 1.1 on the primary binary outcome (the disputed documents differ)
+ROB2 = {
+    DISPUTED: {"Ana": "Y", "Ben": "N"},
+    WAITING: {"Ana": "Y"},
+    UNCOMPARED: {"Ana": "Y"},
+    EARLY: {"Ana": "Y", "Ben": "PY"},
+}
+
+
+def answer_rob2(store, record, who: str, answer: str, template) -> None:
+    """As the RoB 2 panel records it: the result assessed (its own entry), then the answer to 1.1."""
+    number = 1001 if who == "Ana" else 1002  # each extractor's own series
+    shown = (record.sha256, record.extraction_version)
+    for field, value in (("result_outcome", "Primary binary outcome"), ("q1_1", answer)):
+        name = f"rob2[{number}].{field}"
+        request = DecisionRequest(
+            name,
+            "correct",
+            reviewer=who,
+            shown=shown,
+            template_field=template.field_definition(name),
+            identity=template.identity_for(name),
+            value=answer if field == "q1_1" else value,
+            blind_to=["reviewers"],
+        )
+        decide(store, record, request)
+
+
+def _rob2_rows(exports: Path) -> dict[str, dict]:
+    with (exports / "atlas_rob2_results.csv").open(encoding="utf-8-sig") as table:
+        return {row["report"] or row["study_id"]: row for row in csv.DictReader(table)}
 
 
 def _numbers(raw: bytes) -> set[float]:
@@ -68,7 +100,7 @@ def test_nothing_the_process_has_not_made_final_reaches_a_consumer(
 ):
     from atlas_pipeline.review_page.app import create_app
 
-    settings, atlas = settings_for(knowledge_base), atlas_for(knowledge_base)
+    settings, atlas = settings_for(knowledge_base, rule="rob2"), atlas_for(knowledge_base, rule="rob2")
     paths = [f"rct/{key}" for key in VALUES]
     defs = processed_in_skip_mode(knowledge_base, settings, atlas, instance, paths)
     for name, role in (("Ana", "extractor"), ("Ben", "extractor"), ("Dan", "adjudicator")):
@@ -122,6 +154,7 @@ def test_nothing_the_process_has_not_made_final_reaches_a_consumer(
         for key, people in VALUES.items():
             for who, values in people.items():
                 extract(key, who, values)
+                answer_rob2(store, records[key], who, ROB2[key][who], atlas.load_template())
         for key, who in ((DISPUTED, "Ana"), (DISPUTED, "Ben"), (WAITING, "Ana"), (EARLY, "Ana"), (EARLY, "Ben")):
             complete(key, who)
         # before the comparison Ben sees no trace of Ana's work: not her counts, her name, nor her entry numbers
@@ -137,19 +170,22 @@ def test_nothing_the_process_has_not_made_final_reaches_a_consumer(
         row = {"cell:new:outcome": "Relapse", "cell:new:time_point": "1 year", **shown[UNCOMPARED]}
         status, body = post_form(f"{site}/documents/{UNCOMPARED}/groups/outcomes/grid", row, cookie["Ben"])
         assert status == 200 and "entry 1002 added by Ben" in body
-        assert [d.field for d in load_decisions(store, UNCOMPARED) if d.field.startswith("outcomes[")] == [
-            "outcomes[1001].outcome",
-            "outcomes[1001].time_point",
-            "outcomes[1003].outcome",
-            "outcomes[1003].time_point",
-            "outcomes[1002].outcome",
-            "outcomes[1002].time_point",
-        ]
+        numbers = {
+            (d.reviewer, int(d.field.split("[")[1].split("]")[0]))
+            for d in load_decisions(store, UNCOMPARED)
+            if d.field.startswith(("outcomes[", "rob2["))
+        }
+        assert {n for who, n in numbers if who == "Ana"} == {1001, 1003, 1005}  # her own series: 1001, 1003 …
+        assert {n for who, n in numbers if who == "Ben"} == {1002}  # his: 1002, whatever she added
 
         files = refresh()
         for name, raw in files.items():  # in no file that pools or reports values
             assert not _numbers(raw) & NOT_FINAL, (name, _numbers(raw) & NOT_FINAL)
         assert pl.read_csv(io.BytesIO(files["atlas_escalc_dichotomous.csv"])).height == 0
+        rob2 = _rob2_rows(exports)  # no answer judged from, the disputed ones named as conflicts
+        assert all(not row["answers"] and not row["D1"] for row in rob2.values()), rob2
+        disputed_rob2 = [row for row in rob2.values() if row["conflicts"]]
+        assert len(disputed_rob2) == 2 and all(row["conflicts"] == "1.1" for row in disputed_rob2), rob2
         assert not list((exports / "forest_plots").glob("*.svg"))
         fields = pl.read_parquet(exports / "atlas_fields.parquet").filter(pl.col("field") == "event_treatment")
         states = {row["document_key"]: row for row in fields.iter_rows(named=True)}
@@ -186,6 +222,7 @@ def test_nothing_the_process_has_not_made_final_reaches_a_consumer(
         assert settle(DISPUTED, "event_treatment", 515)[0] == 200
         assert settle(EARLY, "event_treatment", 61)[0] == 200
         extract(WAITING, "Ben", VALUES[WAITING]["Ana"])
+        answer_rob2(store, records[WAITING], "Ben", "Y", atlas.load_template())  # the same answer as Ana's
         complete(WAITING, "Ben")
     files = refresh()
     escalc = pl.read_csv(io.BytesIO(files["atlas_escalc_dichotomous.csv"]))
@@ -194,6 +231,8 @@ def test_nothing_the_process_has_not_made_final_reaches_a_consumer(
     results = files[f"{REVMAN_STEMS['study_results']}.csv"].decode("utf-8-sig")
     assert {"515", "41", "61"} <= set(re.findall(r"\d+", results)) and "999" not in results
     assert len(list((exports / "forest_plots").glob("*.svg"))) == 1
+    answered = [row["answers"] for row in _rob2_rows(exports).values() if row["answers"]]
+    assert answered == ["1.1=Y"], answered  # the waiting document, compared and agreed; the disputed ones unsettled
     assert _numbers(files["atlas_arms.csv"]) >= {515, 41, 61} and 999 not in _numbers(files["atlas_arms.csv"])
     left = {(row["field"], row["reason"].split(":", 1)[0]) for row in _excluded(exports)}
     assert ("event_treatment", UNCOMPARED) in left and ("event_treatment", DISPUTED) not in left
