@@ -13,7 +13,11 @@ when redacting, so a key set after start-up is covered too. Of each secret these
   lower-case hex;
 - its base64, standard and URL-safe, padded or not, of the secret alone and of ``Bearer <secret>``, and the part of
   any longer base64 text that encodes the secret, at each of the three alignments a string can have in base64 (the
-  characters that also carry bits of the neighbouring bytes are left); those in a URL percent-encoded too.
+  characters that also carry bits of the neighbouring bytes are left); those in a URL percent-encoded too;
+- the same in base32 (upper or lower case, at each of its five alignments);
+- the secret in upper and in lower case;
+- base64 or base32 text broken into lines (MIME's 76-character lines, PEM's 64): a block of such lines is read
+  joined, and masked whole where it holds a form.
 
 Bearer tokens in ``Authorization`` style text are masked whatever their value. The forms are derived once per set of
 secrets (cached) and found with one compiled pattern, so ``redact`` stays cheap on every string of every export row.
@@ -40,6 +44,8 @@ _SECRET_NAME = re.compile(r"^(ATLAS|AWS|DAGSTER)_\w*(KEY|SECRET|PASSWORD|TOKEN)$
 _NOT_SECRET = {"AWS_ACCESS_KEY_ID"}  # an identifier, shown in AWS's own error messages
 _BEARER = re.compile(r"(?i)\b(bearer\s+|(?:api[_-]?key|access[_-]?token|secret)\s*[:=]\s*)([A-Za-z0-9._~+/=-]{12,})")
 _PERCENT_HEX = re.compile(r"%[0-9A-F]{2}")
+# two or more lines of base64 / base32 text (MIME, PEM): read joined, since a form may be broken across them
+_WRAPPED = re.compile(r"[A-Za-z0-9+/_=-]{8,}(?:\r?\n[A-Za-z0-9+/_=-]{1,})+")
 # characters of base64 text at the start of a secret placed 0, 1 or 2 bytes into a 3-byte group that also carry bits
 # of the bytes before it
 _UNSTABLE_LEAD = (0, 2, 3)
@@ -63,8 +69,29 @@ def redact(text: str, environ: Mapping[str, str] | None = None, secrets: list[st
         return text
     finder = _finder(tuple(secret_values(environ) if secrets is None else secrets))
     if finder is not None and len(text) >= finder.shortest:
+        if "\n" in text:  # a form broken across lines (MIME base64): each block of such lines read joined
+            text = _WRAPPED.sub(lambda m: _joined_masked(finder, m.group(0)), text)
         text = finder.mask(text)
     return _BEARER.sub(lambda m: m.group(1) + MASK, text)
+
+
+def _masked(text: str, spans: list[tuple[int, int]]) -> str:
+    parts, done = [], 0
+    for start, end in spans:
+        parts += (text[done:start], MASK)
+        done = end
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _joined_masked(finder: _Finder, block: str) -> str:
+    """A block of base64 lines with each form found in its lines joined masked where it lies (the line breaks within
+    a form go with it; the others stay)."""
+    kept = [index for index, char in enumerate(block) if char not in "\r\n"]  # joined position → block position
+    spans = finder.spans("".join(block[index] for index in kept))
+    if not spans:
+        return block
+    return _masked(block, [(kept[start], kept[end - 1] + 1) for start, end in spans])
 
 
 def redact_value(value: object, secrets: list[str] | None = None) -> object:
@@ -99,11 +126,25 @@ def _base64_forms(payload: bytes) -> set[str]:
     return forms
 
 
+def _base32_forms(payload: bytes) -> set[str]:
+    """The base32 of ``payload`` (upper and lower case, padded or not), and at each of the five alignments it can have
+    inside longer base32 text the characters that encode only its bytes (5 bits a character)."""
+    forms = set()
+    whole = base64.b32encode(payload).decode()
+    forms |= {whole, whole.rstrip("=")}
+    for offset in range(5):
+        encoded = base64.b32encode(bytes(offset) + payload).decode().rstrip("=")
+        lead = -(-8 * offset // 5)  # the first character carrying none of the bytes before it
+        end = 8 * (offset + len(payload)) // 5  # characters after it carry the next bytes' bits too
+        forms.add(encoded[lead:end])
+    return forms | {form.lower() for form in forms}
+
+
 def derived_forms(secret: str) -> set[str]:
     """Every fixed string that discloses ``secret`` (its prefixes aside): itself, URL-encoded, base64-encoded."""
     data = secret.encode()
-    encoded = _base64_forms(data) | _base64_forms(b"Bearer " + data)
-    forms = {secret} | _url_forms(secret) | encoded
+    encoded = _base64_forms(data) | _base64_forms(b"Bearer " + data) | _base32_forms(data)
+    forms = {secret, secret.upper(), secret.lower()} | _url_forms(secret) | encoded
     forms |= {quote(form, safe="") for form in encoded}  # base64 in a query string: "+", "/" and "=" escaped
     return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
@@ -114,20 +155,20 @@ class _Finder(NamedTuple):
     shortest: int  # no text shorter than this holds a form
 
     def mask(self, text: str) -> str:
+        return _masked(text, self.spans(text))
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where forms are in ``text`` (overlapping forms as one run), in order."""
+        found: list[tuple[int, int]] = []
         match = self.pattern.search(text)
-        if match is None:
-            return text
-        parts, done = [], 0
         while match is not None:
             start, end = match.start(), self._end(text, match)
             match = self.pattern.search(text, start + 1)
             while match is not None and match.start() < end:  # overlapping forms: masked as one run
                 end = max(end, self._end(text, match))
                 match = self.pattern.search(text, match.start() + 1)
-            parts += (text[done:start], MASK)
-            done = end
-        parts.append(text[done:])
-        return "".join(parts)
+            found.append((start, end))
+        return found
 
     def _end(self, text: str, match: re.Match[str]) -> int:
         """Where the form found by ``match`` ends: a secret's first characters run on as far as they equal it."""

@@ -31,6 +31,7 @@ def in_blob(before: bytes) -> tuple[str, str]:
     return blob, blob[-(-8 * len(before) // 6) : 8 * (len(before) + len(KEY)) // 6]
 
 
+MIME_BEFORE = b'{"request": {"api_key": "'
 BLOBS = [in_blob(b'{"k":"'[:offset]) for offset in (3, 4, 5)]  # the three alignments
 ECHOED = {
     "base64": b64(KEY.encode()),
@@ -41,15 +42,22 @@ ECHOED = {
     "quote_plus": quote_plus(KEY),
     "first 12 characters": KEY[:12],
     **{f"inside base64 at alignment {n}": blob for n, (blob, _) in enumerate(BLOBS)},
+    "upper case": KEY.upper(),  # round five (#59): the key shouted, in base32, in MIME's 76-character lines
+    "base32": base64.b32encode(KEY.encode()).decode(),
+    "MIME base64": base64.encodebytes(
+        b'{"request": {"api_key": "' + KEY.encode() + b'"}, "pad": "' + b"x" * 80
+    ).decode(),
 }
-# what must be nowhere: the key, any 8 characters of its start, each echoed form, the key's part of each blob
-NEEDLES = {KEY, KEY[:8], *ECHOED.values(), *(inner for _, inner in BLOBS)}
+MIME_KEY = b64(b'{"request": {"api_key": "' + KEY.encode())[-(-8 * 26 // 6) : 8 * (26 + len(KEY)) // 6]
+# what must be nowhere: the key, any 8 characters of its start, each echoed form, the key's part of each blob (and of
+# the MIME lines, read joined)
+NEEDLES = {KEY, KEY[:8], *ECHOED.values(), *(inner for _, inner in BLOBS), MIME_KEY}
 
 
 def texts_of(path: Path) -> list[bytes]:
     """The bytes of a file, and what it holds readably: a zip's (xlsx) members, a parquet's rows, a SQLite dump."""
     data = path.read_bytes()
-    texts = [data]
+    texts = [data, data.replace(b"\r", b"").replace(b"\n", b"").replace(b"\\n", b"")]  # lines read joined too
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
             texts += [archive.read(name) for name in archive.namelist()]
@@ -87,6 +95,8 @@ def echoed(llm_server, tmp_path_factory):
         treatment_name={"value": f"juice {forms[6]}", "quote": f"juice {forms[7]}"},
         control_name={"value": f"water {forms[8]}", "quote": f"water {forms[9]}"},
         endpoint_name={"value": f"key {KEY}", "quote": f"Bearer {KEY}"},
+        nct_number={"value": f"NCT {forms[10]}", "quote": f"registered {forms[11]}"},
+        rob_randomization={"value": "unclear", "quote": f"random\n{forms[12]}\nend"},
     )
     refusal = "Invalid credentials: " + "; ".join(f"{name} {form}" for name, form in ECHOED.items())
     llm_server.script(*[{"when": "ALPHA TRIAL", "content": echoing}] * 3, default={"status": 400, "message": refusal})

@@ -162,3 +162,31 @@ def test_the_masked_text_holds_no_form():
     text = " ".join([KEY, quote(KEY), b64(KEY.encode()), b64(b"Bearer " + KEY.encode(), urlsafe=True), KEY[:9]])
     result = masked(text)
     assert re.fullmatch(r"(\*\*\*\s?)+", result), result
+
+
+def test_the_key_in_upper_or_lower_case_is_masked():
+    assert masked(f"got {KEY.upper()} and {KEY.lower()}") == f"got {MASK} and {MASK}"
+
+
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("before", range(10))  # 0 to 4 bytes into a 5-byte group, twice over
+def test_the_key_in_base32_is_masked_at_every_alignment(before, lower):
+    blob = base64.b32encode(b"token:    "[:before] + KEY.encode() + b"!").decode()
+    blob = blob.lower() if lower else blob
+    first, end = -(-8 * before // 5), 8 * (before + len(KEY)) // 5  # the characters carrying only the key's bits
+    assert blob[first:end] not in masked(f"b32={blob}") and MASK in masked(f"b32={blob}")
+    assert masked(base64.b32encode(KEY.encode()).decode()) == MASK
+
+
+@pytest.mark.parametrize("width", [76, 64, 20])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_the_key_in_base64_broken_into_lines_is_masked(width, newline):
+    """MIME's 76-character lines (``base64.encodebytes``), PEM's 64: a form broken across lines is still found."""
+    blob = b64(b'{"headers": {"Authorization": "Bearer ' + KEY.encode() + b'"}, "x": "' + b"y" * 90 + b'"}')
+    wrapped = newline.join(blob[start : start + width] for start in range(0, len(blob), width))
+    text = masked(f"echo:{newline}{wrapped}{newline}end")
+    assert MASK in text and text.endswith(f"{newline}end") and text.startswith(f"echo:{newline}")
+    joined = text.replace("\r", "").replace("\n", "")
+    assert key_characters(blob, len(b'{"headers": {"Authorization": "Bearer '), len(KEY)) not in joined
+    innocent = newline.join(["QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=", "MDEyMzQ1Njc4OQ=="])
+    assert masked(innocent) == innocent  # base64 lines that hold no key stay as they were
