@@ -61,7 +61,8 @@ def waiting_values(
     out = []
     for name, final in review.fields.items():
         owner, entry, bare = entry_field_parts(name)
-        if entry is not None and owner == group and bare not in identity:
+        named = bare not in identity or final.final_state in ("disputed", "recheck")  # a disputed name: named too
+        if entry is not None and owner == group and named:
             label, field = _label(review.fields, group, entry, identity), bare
         elif entry is None and name in flat:
             label, field = flat[name], name

@@ -106,6 +106,10 @@ def _state(
         review = state.current_review
         if review is not None and review.approved:
             facts = replace(facts, approval=review.summary())
+    elif state.review is not None and (state.review.team is None or state.review.team is not team):
+        # running, or its run crashed: the stored review, but merged again when made before the rule or for another
+        # kind of review (solo, team) — never its values as another rule made them final
+        state.review = current_review(store, state.extraction, None, accepted_tiers, derivations, mark, team)
     status = status_of(run, facts, version.tag if version else None)
     state.status, state.reason, state.outside = status.status, status.reason, status.outside
     state.stale = status.stale  # the rule the review above was chosen on (``is_stale``)

@@ -243,6 +243,11 @@ def review_field(
         base.reviewer, base.decided_at, base.decision = stale.reviewer, stale.decided_at, stale.action
         base.decision_id, base.note = stale.id, stale.note
         return base
+    if compared and model_value is not None and all(value is None for value in results.values()):
+        # every extractor left it empty without seeing the models: not found by any of them — never the model's value
+        base.provenance, base.reject_reason = "rejected", "not_reported"
+        base.note = "left empty by every extractor, none of whom saw the model's value (not found)"
+        return base
     if not _needs_person(extracted, accepted_tiers):
         base.provenance, base.final_value = "model_verified", model_value
     return base
@@ -320,7 +325,7 @@ def review_document(
     _settle(fields, process)
     unmade: dict[str, dict[str, Any]] = {}
     if derivations is not None:  # from settled inputs: a disputed one holds a derivation back
-        unmade = _propose_derived(fields, extracted, by_field, accepted_tiers, derivations, process)
+        unmade = _propose_derived(fields, extracted, by_field, accepted_tiers, derivations, process, compared)
         _settle(fields, process)
     counts = Counter(field.provenance for field in fields.values())
     return DocumentReview(
@@ -371,6 +376,7 @@ def _propose_derived(
     accepted_tiers: frozenset[str],
     derivations: Derivations,
     process: Process,
+    compared: dict[str, list[str]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each value derivable from the accepted ones, in its empty field, decided like a model value of tier
     ``derived`` (a decision is made on the value shown: a derivation whose result changes asks for a recheck);
@@ -391,8 +397,8 @@ def _propose_derived(
             "quote": derived.arithmetic,
             "module": derived.module,
         }
-        decided = by_field.get(derived.field, [])
-        final = review_field(derived.field, proposal, decided, accepted_tiers, extracted, None, process)
+        decided = by_field.get(derived.field, [])  # compared like any value: one extractor's change is a difference
+        final = review_field(derived.field, proposal, decided, accepted_tiers, extracted, compared, process)
         final.derivation = derived.model_dump()
         fields[derived.field] = final
     return unmade

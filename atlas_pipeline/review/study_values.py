@@ -85,6 +85,11 @@ def report_fields(review: DocumentReview | None, template: Template, report: str
         return final.final_value if final.final_value is not None else final.model_value
 
     identities = {group.name: list(group.identity) for group in template.groups}
+
+    def unsettled(group: str, entry: int) -> bool:  # what the entry is, disputed: none of its values is the study's
+        names = (review.fields.get(f"{group}[{entry}].{key}") for key in identities.get(group, []))
+        return any(final is not None and final.final_state in ("disputed", "recheck") for final in names)
+
     single: dict[str, str] = {}
     entries: dict[tuple[str, int], dict[str, str]] = {}  # (group, entry) → bare field → the record's name
     labels: dict[tuple[str, int], str] = {}
@@ -98,7 +103,7 @@ def report_fields(review: DocumentReview | None, template: Template, report: str
             identity = {key: label_value(f"{group}[{entry}].{key}") for key in identities.get(group, [])}
             named = any(value not in (None, "") for value in identity.values())
             labels[(group, entry)] = entry_label(group, identity) if named else f"{group}[#{entry} of {report}]"
-        if bare not in identities.get(group, []) and accepted(name):
+        if bare not in identities.get(group, []) and accepted(name) and not unsettled(group, entry):
             entries.setdefault((group, entry), {})[bare] = name
     sources: dict[str, dict[str, str]] = {report: single}
     by_label: dict[str, list[tuple[str, int]]] = {}

@@ -10,13 +10,12 @@ in the import report; the good rows become decisions exactly like the page's. No
 
 from __future__ import annotations
 
-import contextlib
 import io
 import posixpath
 import re
+import threading
 import zipfile
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 import fastexcel
@@ -217,15 +216,17 @@ def import_workbook(
     max_rows: int = MAX_ROWS,
     author: str = "",
     may_decide: Callable[[str], str | None] | None = None,
-    writing: AbstractContextManager | None = None,
+    writing: threading.Lock | None = None,
+    fresh: Callable[[], None] | None = None,
 ) -> ImportReport:
     """Apply the decisions of one reviewed workbook and keep its report in the artifact store. ``derivations`` and
     ``accepted_tiers``: what the review derives (a row of a derived value is decided on the value derived);
     ``max_rows``: the most rows a workbook may hold (``check_workbook``). ``author``: the logged-in person who
     uploaded it — every row is recorded as theirs, and a row whose ``reviewer`` column names someone else is
-    refused (the column is checked, never trusted); ``writing``: held for each row only (the review page's write
-    lock: another person's decision waits for one row, not for the workbook); ``may_decide``: why the author may not
-    decide on a document
+    refused (the column is checked, never trusted); ``writing``: held for a slice of rows at a time (the review page's
+    write lock: another person's decision waits for a slice, not for the workbook), ``fresh`` called at each slice
+    (what ``may_decide`` remembers is read again: the team may have moved on meanwhile); ``may_decide``: why the
+    author may not decide on a document
     now (``extraction_team.Team.refusal``), or None."""
     report = ImportReport(workbook=name, sha256=sha256_of(data), imported_at=now_iso(), author=author)
     try:
@@ -250,39 +251,42 @@ def import_workbook(
             }
         return proposals[record.key].get(field)
 
-    for number, row in enumerate(rows, start=2):
-        decision = _text(row.get("decision")).lower()
-        if not decision:
-            report.rows_without_decision += 1
-            continue
-        outcome = RowOutcome(
-            row=number, document=_text(row.get("document_key")), field=_text(row.get("field")), decision=decision
-        )
-        try:
-            if not is_safe_key(outcome.document):
-                raise DecisionRefused(f"unknown document {outcome.document!r}")
-            if outcome.document not in records:
-                records[outcome.document] = reviewed_extraction(store, outcome.document)
-            record = records[outcome.document]
-            if record is None:
-                raise DecisionRefused(f"unknown document {outcome.document!r}")
-            named = _text(row.get("reviewer"))
-            if author and named and _same_person(named) != author:
-                raise DecisionRefused(
-                    f"the row names {named[:80]!r}, but {author} uploaded this workbook: a workbook records only its "
-                    "uploader's decisions (each person uploads their own)"
-                )
-            refusal = may_decide(record.key) if may_decide is not None else None
-            if refusal:
-                raise DecisionRefused(refusal)
-            if template.rob2 is not None and entry_field_parts(outcome.field)[0] == template.rob2.name:
-                raise DecisionRefused(  # its rules (conditions, NI's note, overrides of judged domains) are the panel's
-                    "RoB 2 is answered on the document's RoB 2 panel, a domain at a time, where its rules apply: "
-                    "not from a workbook"
-                )
-            if record.key not in logs:
-                logs[record.key] = KnownLog(load_decisions(store, record.key, withdrawn=True))
-            with writing if writing is not None else contextlib.nullcontext():
+    slices = _Slices(writing, fresh)
+    try:
+        for number, row in enumerate(rows, start=2):
+            slices.row(number - 2)
+            decision = _text(row.get("decision")).lower()
+            if not decision:
+                report.rows_without_decision += 1
+                continue
+            outcome = RowOutcome(
+                row=number, document=_text(row.get("document_key")), field=_text(row.get("field")), decision=decision
+            )
+            try:
+                if not is_safe_key(outcome.document):
+                    raise DecisionRefused(f"unknown document {outcome.document!r}")
+                if outcome.document not in records:
+                    records[outcome.document] = reviewed_extraction(store, outcome.document)
+                record = records[outcome.document]
+                if record is None:
+                    raise DecisionRefused(f"unknown document {outcome.document!r}")
+                named = _text(row.get("reviewer"))
+                if author and named and _same_person(named) != author:
+                    raise DecisionRefused(
+                        f"the row names {named[:80]!r}, but {author} uploaded this workbook: a workbook records only "
+                        "its uploader's decisions (each person uploads their own)"
+                    )
+                refusal = may_decide(record.key) if may_decide is not None else None
+                if refusal:
+                    raise DecisionRefused(refusal)
+                if template.rob2 is not None and entry_field_parts(outcome.field)[0] == template.rob2.name:
+                    # its rules (conditions, NI's note, overrides of judged domains) are the panel's
+                    raise DecisionRefused(
+                        "RoB 2 is answered on the document's RoB 2 panel, a domain at a time, where its rules apply: "
+                        "not from a workbook"
+                    )
+                if record.key not in logs:
+                    logs[record.key] = KnownLog(load_decisions(store, record.key, withdrawn=True))
                 recorded = decide(
                     store,
                     record,
@@ -303,20 +307,46 @@ def import_workbook(
                     ),
                     logs[record.key],
                 )
-        except DecisionRefused as refused:
-            reason = str(refused)
-            if "say who decides" in reason:
-                reason = "no reviewer: fill the reviewer column (or set ATLAS_REVIEWER)"
-            outcome.reason = reason
-            report.add("refused", outcome)
-            continue
-        except Exception as error:  # one row that breaks something never stops the others or the report
-            outcome.reason = redact(f"could not be applied: {type(error).__name__}: {error}")
-            report.add("refused", outcome)
-            continue
-        report.add("already_applied" if recorded is None else "applied", outcome)
+            except DecisionRefused as refused:
+                reason = str(refused)
+                if "say who decides" in reason:
+                    reason = "no reviewer: fill the reviewer column (or set ATLAS_REVIEWER)"
+                outcome.reason = reason
+                report.add("refused", outcome)
+                continue
+            except Exception as error:  # one row that breaks something never stops the others or the report
+                outcome.reason = redact(f"could not be applied: {type(error).__name__}: {error}")
+                report.add("refused", outcome)
+                continue
+            report.add("already_applied" if recorded is None else "applied", outcome)
+    finally:
+        slices.close()
     _keep(store, report)
     return report
+
+
+SLICE_ROWS = 100  # rows imported under one hold of the page's write lock (some 30 ms)
+
+
+class _Slices:
+    """The page's write lock held a slice of rows at a time, released in between; ``fresh`` at each new slice."""
+
+    def __init__(self, lock: threading.Lock | None, fresh: Callable[[], None] | None) -> None:
+        self.lock, self.fresh, self.held = lock, fresh, False
+
+    def row(self, index: int) -> None:
+        if self.lock is None or index % SLICE_ROWS:
+            return
+        self.close()
+        self.lock.acquire()
+        self.held = True
+        if self.fresh is not None:
+            self.fresh()
+
+    def close(self) -> None:
+        if self.held and self.lock is not None:
+            self.lock.release()
+            self.held = False
 
 
 def _same_person(name: str) -> str:

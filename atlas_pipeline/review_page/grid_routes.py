@@ -62,15 +62,16 @@ def _next_entry(page: ReviewPage, key: str, record, reviewer: str, standing: Sta
     takes their number later). An extractor working blind takes every n-th number of their own (the n extractors
     interleaved, in the team's order): the number says nothing of how many entries the others added."""
     taken = {entry_field_parts(name)[1] for name in (record.fields if record else {})}
-    decisions = load_decisions(page.store, key)
-    extractors = page.team(key).extractors if "reviewers" in standing.blind_to else []
-    if reviewer not in extractors:
-        taken |= {entry_field_parts(d.field)[1] for d in decisions}
+    taken |= {entry_field_parts(d.field)[1] for d in load_decisions(page.store, key)}
+    team = page.team(key)
+    if "reviewers" not in standing.blind_to:  # nothing to keep from them: the next number after everyone's
         return max((n for n in taken if n is not None and n >= ADDED_FROM), default=ADDED_FROM - 1) + 1
-    taken |= {entry_field_parts(d.field)[1] for d in decisions if d.reviewer == reviewer}
-    number = ADDED_FROM + extractors.index(reviewer)
-    while number in taken:
-        number += len(extractors)
+    stride = max(len(team.assigned), team.size, 1)  # fixed for the document: the series never shift
+    # an extractor's slot in the team's order; one about to become one of the first to start: the slot they take
+    slot = team.extractors.index(reviewer) if reviewer in team.extractors else min(len(team.started), stride - 1)
+    number = ADDED_FROM + slot
+    while number in taken:  # (a number someone else took in this series: skipped, never shared)
+        number += stride
     return number
 
 

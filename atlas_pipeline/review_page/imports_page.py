@@ -81,7 +81,7 @@ async def upload_workbook(request: Request, refused) -> Response:
         await item.close()
     author = user.name if user is not None else ""
 
-    @functools.cache  # per document, once an import: a team does not change while its rows are read
+    @functools.cache  # per document, read again at each slice of rows (``fresh``): the team may move on between
     def may_decide(key: str) -> str | None:
         """A workbook carries an extractor's decisions, within the team's rules; an adjudicator settles on the page."""
         team = page.team(key)
@@ -108,7 +108,8 @@ async def upload_workbook(request: Request, refused) -> Response:
             page.policy.workbook_max_rows,
             author=author,
             may_decide=may_decide if user is not None and page.logins() else None,
-            writing=WRITING,  # held a row at a time: another person's decision never waits for a whole workbook
+            writing=WRITING,  # held a slice of rows at a time: another person's decision never waits for a workbook
+            fresh=may_decide.cache_clear,
         )
         return report.summary()
 

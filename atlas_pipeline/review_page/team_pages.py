@@ -106,6 +106,8 @@ async def assignments(request: Request, refused) -> Response:
     form = await request.form()
     names = [str(name) for name in form.getlist("extractor") if str(name).strip()]
     roles = {name: account.role for name, account in page.sessions.accounts().items()}
+    if page.deployment.page_access().auth_header:  # a trusted proxy names people with no account: extractors
+        roles = {name: "extractor" for name in names} | roles
     try:
         if form.get("action") == "round_robin":  # among the extractors chosen: each an extractor's account
             refusal = extractors_refusal(names, roles, len(names)) if names else "choose the extractors to share among"

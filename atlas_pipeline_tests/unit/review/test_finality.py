@@ -13,6 +13,7 @@ from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.support.records import extraction_record
 
 VERIFIED = frozenset({"verified"})
+BLIND = ["models", "reviewers"]
 
 
 def _record(**fields):
@@ -111,3 +112,39 @@ def test_a_disputed_input_holds_a_derivation_back(tmp_path):
     assert "outcomes[1].events_intervention" not in review.fields  # no value derived from a disputed input …
     unmade = review.unmade_derivations["outcomes[1].events_intervention"]  # … and it says why
     assert unmade["state"] == "refused" and "outcomes[1].total_intervention is disputed" in unmade["reason"]
+
+
+def test_a_value_every_extractor_left_empty_without_seeing_the_models_is_never_the_models(tmp_path):
+    """With the models hidden, two extractors who both left a field empty agree it is not found: the model's
+    verified value (which none of them saw) is not what the team made final."""
+    store, record = Store(str(tmp_path)), _record(n_control=94)
+    for who in ("Ana", "Ben"):
+        complete(store, record, team_of(record.key, load_decisions(store, record.key), None, 2), who, BLIND)
+    field, _ = _field(store, record, "n_control", team=True)
+    assert field.is_final and field.final_or_none is None and field.provenance == "rejected"
+    assert field.model_value == 94 and "none of whom saw the model's value" in field.note
+
+
+def test_an_entry_whose_name_is_disputed_gives_the_analysis_nothing_and_is_named(tmp_path):
+    from atlas_pipeline.core.statuses import DocumentStatus
+    from atlas_pipeline.outputs.analysis_files import study_entries
+    from atlas_pipeline.outputs.study_report import studies
+    from atlas_pipeline.read_model.document_state import DocumentState
+
+    template = load_template(PROJECT_ROOT / "seeds" / "templates", "rct_base")
+    store = Store(str(tmp_path))
+    values = {"outcome": "Relapse", "time_point": "6 months", "intervention": "drug", "comparator": "placebo"}
+    values |= {"events_intervention": 10, "total_intervention": 50, "events_comparator": 20, "total_comparator": 50}
+    made = {
+        f"outcomes[1].{name}": {"module": "outcomes", "value": v, "quote": f"{v}", "tier": "verified", "flags": []}
+        for name, v in values.items()
+    }
+    record = extraction_record(fields=made)
+    _say(store, record, "outcomes[1].time_point", "Ana", "6 months")
+    _say(store, record, "outcomes[1].time_point", "Ben", "12 months")  # which time point the counts are is disputed
+    review = review_document(record, load_decisions(store, record.key), VERIFIED, Derivations(template))
+    state = DocumentState(key=record.key, status=DocumentStatus.DONE, reason="", extraction=record, review=review)
+    entries, excluded = study_entries(studies([state], template, {}), template)
+    assert entries == []  # pooled under neither time point
+    named = [item for item in excluded if item.field == "time_point"]
+    assert named and "disputed (Ana: correct → 6 months; Ben: correct → 12 months)" in named[0].reason
