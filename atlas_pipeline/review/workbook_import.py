@@ -14,6 +14,7 @@ import io
 import posixpath
 import re
 import threading
+import time
 import zipfile
 from collections.abc import Callable
 from typing import Any
@@ -326,6 +327,7 @@ def import_workbook(
 
 
 SLICE_ROWS = 100  # rows imported under one hold of the page's write lock (some 30 ms)
+HANDOVER_SECONDS = 0.002  # between two slices: the lock's turn for anyone waiting
 
 
 class _Slices:
@@ -337,7 +339,9 @@ class _Slices:
     def row(self, index: int) -> None:
         if self.lock is None or index % SLICE_ROWS:
             return
-        self.close()
+        if self.held:
+            self.close()
+            time.sleep(HANDOVER_SECONDS)  # a lock is not fair: a person waiting for it gets it now, not after us
         self.lock.acquire()
         self.held = True
         if self.fresh is not None:

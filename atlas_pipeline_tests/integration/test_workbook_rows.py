@@ -1,5 +1,5 @@
 """A workbook import is linear in its rows: each document's decision log is read once for the whole workbook (it
-was read again for every row — 1,000 rows took 163 s), and the review page's write lock is held a row at a time, so
+was read again for every row — 1,000 rows took 163 s), and the review page's write lock is held 100 rows at a time, so
 another person's decision never waits for a whole workbook. Timings are ``bench/workbook_import.py``'s; here, what
 makes them linear: the reads counted, and a decision made while an import runs."""
 
