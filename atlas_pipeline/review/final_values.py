@@ -451,6 +451,6 @@ def merged_marks(store: Store, keys: Iterable[str]) -> dict[str, str]:
     marks = {}
     for key in keys:
         review = read_record(store, key, "review", DocumentReview)
-        if review is not None:
-            marks[key] = review.decision_mark
+        if review is not None:  # one merged before the finality rule: merged again once (its mark matches nothing)
+            marks[key] = review.decision_mark if review.team is not None else ""
     return marks
