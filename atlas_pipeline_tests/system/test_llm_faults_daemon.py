@@ -56,8 +56,10 @@ def test_llm_faults_end_failed_with_reasons_never_stuck(tmp_path):
     server = scripted_openai_server(tmp_path, port=port)
     endpoint = server.__enter__()
     try:
+        # the instance's storage made before the daemon starts: two processes creating one SQLite schema at once race
+        # ("table alembic_version already exists") and the daemon may never start
+        instance = dg.DagsterInstance.from_config(str(home))
         with dagster_daemon(env, tmp_path):
-            instance = dg.DagsterInstance.from_config(str(home))
             for document, behaviour, reason in PHASES:
                 if behaviour is None:
                     server.__exit__(None, None, None)  # the endpoint goes away

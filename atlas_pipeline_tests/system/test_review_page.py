@@ -21,7 +21,7 @@ from atlas_pipeline.review.decisions import load_decisions
 from atlas_pipeline.store.files import Store
 from atlas_pipeline_tests.support.browser import browser_page, drag_across, shoot
 from atlas_pipeline_tests.support.corpus import corpus_file
-from atlas_pipeline_tests.support.helpers import BIN, latest_metadata
+from atlas_pipeline_tests.support.helpers import BIN, http_request, latest_metadata
 from atlas_pipeline_tests.support.juice_trial import KEY, answer
 from scripted_servers.processes import (
     dagster_daemon,
@@ -181,9 +181,13 @@ def test_a_person_reviews_in_the_browser_and_the_exports_follow(tmp_path):
             lambda: next((k for k in instance.get_dynamic_partitions("documents") if "plos" in k), None),
             log,
         )
+        # what the list refreshes from, read as soon as the partition is there (a small HTML file may be done before
+        # the list's next refresh shows it)
+        listed = json.loads(http_request(f"{site}/api/documents")[1])
+        seen = {row["status"] for row in listed if row["key"] == key}
         page.wait_for_selector(f'tr[data-key="{key}"]', timeout=30_000)  # the list adds it by itself, no reload
         status = page.locator(f'tr[data-key="{key}"] [data-status]')
-        seen = {status.inner_text()}
+        seen.add(status.inner_text())
         deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline and not seen & {"done", "partial", "incomplete", "failed"}:
             time.sleep(0.5)  # the page refreshes its statuses by itself
